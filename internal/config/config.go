@@ -1,0 +1,147 @@
+// Package config holds the agent's configuration, its defaults and its
+// validation. Pure: flags are parsed in cmd/, checked here.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Schedulers are the IPVS schedulers a mainline kernel ships (ip_vs_*.ko).
+var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh", "fo", "ovf", "twos"}
+
+// NodePortPrimary selects the Node object's InternalIP addresses as the
+// NodePort addresses (the default, as in kube-proxy since v1.31).
+const NodePortPrimary = "primary"
+
+// Config is everything the agent is told at start.
+type Config struct {
+	// Source: exactly one of Kubeconfig/in-cluster or ManifestsDir.
+	Kubeconfig       string
+	ManifestsDir     string
+	HostnameOverride string // resolved node name; see cmd
+	ServiceProxyName string
+
+	Scheduler         string
+	NodePortAddresses []string // CIDRs or "primary"
+	NodePortRange     PortRange
+	ExcludeCIDRs      []netip.Prefix
+	IPv4, IPv6        bool
+
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+	DrainTimeout  time.Duration
+
+	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+
+	Once   bool
+	DryRun bool
+
+	LogLevel  string
+	LogFormat string
+}
+
+// PortRange is an inclusive range of ports.
+type PortRange struct{ First, Last uint16 }
+
+// Contains tells whether p is in the range.
+func (r PortRange) Contains(p uint16) bool { return p >= r.First && p <= r.Last }
+
+func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+// ParsePortRange reads "30000-32767".
+func ParsePortRange(s string) (PortRange, error) {
+	var r PortRange
+	if _, err := fmt.Sscanf(s, "%d-%d", &r.First, &r.Last); err != nil || r.First == 0 || r.First > r.Last {
+		return PortRange{}, fmt.Errorf("want FIRST-LAST with 0 < FIRST <= LAST <= 65535, got %q", s)
+	}
+	return r, nil
+}
+
+// Default returns the configuration a flagless agent runs with.
+func Default() Config {
+	return Config{
+		Scheduler:         "rr",
+		NodePortAddresses: []string{NodePortPrimary},
+		NodePortRange:     PortRange{30000, 32767},
+		IPv4:              true,
+		IPv6:              true,
+		SyncPeriod:        30 * time.Second,
+		MinSyncPeriod:     time.Second,
+		DrainTimeout:      2 * time.Minute,
+		LogLevel:          "info",
+		LogFormat:         "console",
+	}
+}
+
+// ValidScheduler tells whether name is a kernel IPVS scheduler.
+func ValidScheduler(name string) bool { return slices.Contains(Schedulers, name) }
+
+// Validate checks every field and names the flag of each problem.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if !ValidScheduler(c.Scheduler) {
+		bad("scheduler", "unknown scheduler %q (want one of %s)", c.Scheduler, strings.Join(Schedulers, " "))
+	}
+	if c.Kubeconfig != "" && c.ManifestsDir != "" {
+		bad("manifests", "cannot be combined with --kubeconfig")
+	}
+	for _, a := range c.NodePortAddresses {
+		if a == NodePortPrimary {
+			continue
+		}
+		if _, err := netip.ParsePrefix(a); err != nil {
+			bad("nodeport-addresses", "%q is neither %q nor a CIDR", a, NodePortPrimary)
+		}
+	}
+	if c.SyncPeriod <= 0 {
+		bad("sync-period", "must be positive, got %s", c.SyncPeriod)
+	}
+	if c.MinSyncPeriod < 0 || (c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod) {
+		bad("min-sync-period", "must be between 0 and --sync-period (%s), got %s", c.SyncPeriod, c.MinSyncPeriod)
+	}
+	if c.DrainTimeout < 0 {
+		bad("drain-timeout", "must not be negative, got %s", c.DrainTimeout)
+	}
+	for flag, d := range map[string]time.Duration{"tcp-timeout": c.TCPTimeout, "tcpfin-timeout": c.TCPFinTimeout, "udp-timeout": c.UDPTimeout} {
+		if d < 0 || d%time.Second != 0 {
+			bad(flag, "must be a whole number of seconds >= 0, got %s", d)
+		}
+	}
+	if !c.IPv4 && !c.IPv6 {
+		errs = append(errs, errors.New("--ipv4/--ipv6: at least one address family must be enabled"))
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
+		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		bad("log-format", "want json or console, got %q", c.LogFormat)
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// FamilyEnabled tells whether addr's family is handled.
+func (c Config) FamilyEnabled(addr netip.Addr) bool {
+	if addr.Is4() || addr.Is4In6() {
+		return c.IPv4
+	}
+	return c.IPv6
+}
+
+// Excluded tells whether addr is in --exclude-cidrs.
+func (c Config) Excluded(addr netip.Addr) bool {
+	for _, p := range c.ExcludeCIDRs {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

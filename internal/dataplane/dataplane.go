@@ -1,0 +1,84 @@
+// Package dataplane is the kernel boundary: the one interface through which
+// the agent reads and changes the IPVS table, the VIPs on its link, IPVS
+// timeouts and sysctls, and conntrack. linux/ implements it on the real
+// kernel; fake/ is an in-memory kernel for tests; dataplanetest/ is the
+// contract suite both must pass.
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// LinkName is the dummy interface that holds every VIP so that IPVS sees
+// traffic addressed to it as local (the same name kube-proxy's IPVS mode uses,
+// so a node can migrate either way).
+const LinkName = "kube-ipvs0"
+
+// Errors a dataplane returns, wrapped, so callers can tell them apart with
+// errors.Is. They mirror the kernel's EEXIST / ENOENT / ESRCH.
+var (
+	ErrExist    = errors.New("already exists")
+	ErrNotExist = errors.New("does not exist")
+	// ErrUnsupported: the kernel lacks IPVS or a scheduler module.
+	ErrUnsupported = errors.New("not supported by this kernel")
+)
+
+// Observation is one full read of the kernel: the IPVS table (every service,
+// ours or not), the addresses bound on LinkName, and every real server's
+// connection counters.
+type Observation struct {
+	State model.State
+	Conns map[RealRef]model.Conns
+}
+
+// RealRef names one real server of one virtual server.
+type RealRef struct {
+	VS model.VSKey
+	RS netip.AddrPort
+}
+
+// Timeouts are IPVS' connection timeouts; zero leaves a value as it is.
+type Timeouts struct {
+	TCP, TCPFin, UDP time.Duration
+}
+
+// Dataplane is everything the agent does to the kernel. Implementations are
+// not safe for concurrent use; the reconciler serializes calls. Every method
+// honours ctx's deadline so an unanswered netlink request cannot hang a sync.
+type Dataplane interface {
+	// Init creates LinkName if missing, brings it up and sets the sysctls
+	// IPVS needs. It is idempotent.
+	Init(ctx context.Context) error
+
+	// Observe dumps the whole table and the link's addresses. An error means
+	// the read is doubtful and must not be used to prune anything.
+	Observe(ctx context.Context) (Observation, error)
+	// Conns reads the connection counters of one virtual server's reals.
+	Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error)
+
+	AddService(ctx context.Context, vs model.VirtualServer) error
+	UpdateService(ctx context.Context, vs model.VirtualServer) error
+	DeleteService(ctx context.Context, key model.VSKey) error
+	AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
+	UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
+	DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error
+	AddAddr(ctx context.Context, addr netip.Addr) error
+	DeleteAddr(ctx context.Context, addr netip.Addr) error
+
+	// SetTimeouts sets IPVS' tcp, tcpfin and udp timeouts (zero: unchanged).
+	SetTimeouts(ctx context.Context, t Timeouts) error
+	// FlushConntrack deletes the conntrack entries of proto whose traffic is
+	// NATed to real (the reply source is real), so that a UDP flow to a
+	// removed endpoint is re-scheduled instead of black-holed. It returns how
+	// many entries it deleted.
+	FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error)
+	// DeleteLink removes LinkName and with it every bound address.
+	DeleteLink(ctx context.Context) error
+
+	Close() error
+}

@@ -1,0 +1,112 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Protocol is an IP protocol number as IPVS stores it.
+type Protocol uint16
+
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+// String is the name ipvsadm prints in its listing.
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto(%d)", uint16(p))
+}
+
+// flag is the ipvsadm command-line flag that selects a service of this protocol.
+func (p Protocol) flag() string {
+	switch p {
+	case TCP:
+		return "-t"
+	case UDP:
+		return "-u"
+	case SCTP:
+		return "--sctp-service"
+	}
+	return fmt.Sprintf("--proto=%d", uint16(p))
+}
+
+// ParseProtocol accepts the names Kubernetes uses (TCP, UDP, SCTP).
+func ParseProtocol(s string) (Protocol, error) {
+	switch strings.ToUpper(s) {
+	case "TCP", "":
+		return TCP, nil
+	case "UDP":
+		return UDP, nil
+	case "SCTP":
+		return SCTP, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q", s)
+}
+
+// VSKey identifies one IPVS virtual server: protocol, address and port, or
+// a firewall mark (then Proto, Addr and Port are zero, except Addr's family
+// which IPVS keeps with the mark).
+type VSKey struct {
+	Proto  Protocol
+	Addr   netip.Addr
+	Port   uint16
+	FWMark uint32
+}
+
+// NewVSKey builds a key for a protocol/address/port virtual server.
+func NewVSKey(p Protocol, addr netip.Addr, port uint16) VSKey {
+	return VSKey{Proto: p, Addr: addr.Unmap(), Port: port}
+}
+
+// AddrPort is the key's address and port (invalid for a fwmark service).
+func (k VSKey) AddrPort() netip.AddrPort { return netip.AddrPortFrom(k.Addr, k.Port) }
+
+// IsIPv6 tells the family of the service.
+func (k VSKey) IsIPv6() bool { return k.Addr.Is6() }
+
+// String renders the key as ipvsadm's command line names it: "-t 10.0.0.1:80",
+// "-u [fd00::1]:53", "-f 7".
+func (k VSKey) String() string {
+	if k.FWMark != 0 {
+		return fmt.Sprintf("-f %d", k.FWMark)
+	}
+	return k.Proto.flag() + " " + k.AddrPort().String()
+}
+
+// Compare orders keys the way listings sort them: family, address, protocol,
+// port, mark.
+func (k VSKey) Compare(o VSKey) int {
+	if k.FWMark != o.FWMark {
+		if k.FWMark < o.FWMark {
+			return -1
+		}
+		return 1
+	}
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if k.Proto != o.Proto {
+		if k.Proto < o.Proto {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case k.Port < o.Port:
+		return -1
+	case k.Port > o.Port:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,123 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Flags are the IPVS service flags as the kernel stores them. IPVS has no
+// named constants in moby/ipvs; these values are from the kernel's
+// include/uapi/linux/ip_vs.h. An update overwrites all of them.
+type Flags uint32
+
+const (
+	FlagPersistent Flags = 0x1
+	FlagHashed     Flags = 0x2 // set by the kernel on every listed service
+	FlagOnePacket  Flags = 0x4
+	FlagSchedSH1   Flags = 0x8  // sh-fallback / mh-fallback
+	FlagSchedSH2   Flags = 0x10 // sh-port / mh-port
+)
+
+// ConfigFlags are the flags we set and compare; the kernel's own (hashed)
+// are masked away so that a dump compares equal to what we asked for.
+const ConfigFlags = FlagPersistent | FlagOnePacket | FlagSchedSH1 | FlagSchedSH2
+
+// VirtualServer is the configuration of one IPVS service.
+type VirtualServer struct {
+	Key       VSKey
+	Scheduler string
+	Flags     Flags
+	// Timeout is the persistence timeout in seconds (only with FlagPersistent).
+	Timeout uint32
+}
+
+// Equal compares every field.
+func (v VirtualServer) Equal(o VirtualServer) bool {
+	return v.Key == o.Key && v.Scheduler == o.Scheduler &&
+		v.Flags&ConfigFlags == o.Flags&ConfigFlags && v.Timeout == o.Timeout
+}
+
+// String renders the service as an ipvsadm add line's options:
+// "-t 10.0.0.1:80 -s rr -p 10800".
+func (v VirtualServer) String() string {
+	var b strings.Builder
+	b.WriteString(v.Key.String())
+	b.WriteString(" -s ")
+	b.WriteString(v.Scheduler)
+	if f := v.schedFlagNames(); f != "" {
+		b.WriteString(" -b ")
+		b.WriteString(f)
+	}
+	if v.Flags&FlagPersistent != 0 {
+		fmt.Fprintf(&b, " -p %d", v.Timeout)
+	}
+	if v.Flags&FlagOnePacket != 0 {
+		b.WriteString(" -o")
+	}
+	return b.String()
+}
+
+// schedFlagNames prints the scheduler flags as ipvsadm's -b takes them.
+func (v VirtualServer) schedFlagNames() string {
+	var names []string
+	prefix := "sh"
+	if v.Scheduler == "mh" {
+		prefix = "mh"
+	}
+	if v.Flags&FlagSchedSH1 != 0 {
+		names = append(names, prefix+"-fallback")
+	}
+	if v.Flags&FlagSchedSH2 != 0 {
+		names = append(names, prefix+"-port")
+	}
+	return strings.Join(names, ",")
+}
+
+// Forwarding is how IPVS forwards to a real server. kube-ipvs uses masquerade
+// (NAT) only, like kube-proxy; the others are here so a dump of foreign
+// services is rendered truthfully.
+type Forwarding uint32
+
+const (
+	Masq   Forwarding = 0
+	Local  Forwarding = 1
+	Tunnel Forwarding = 2
+	Route  Forwarding = 3
+	Bypass Forwarding = 4
+)
+
+// Flag is the ipvsadm option for the forwarding method.
+func (f Forwarding) Flag() string {
+	switch f {
+	case Masq:
+		return "-m"
+	case Tunnel:
+		return "-i"
+	case Route, Local:
+		return "-g"
+	}
+	return fmt.Sprintf("--fwd=%d", uint32(f))
+}
+
+// RealServer is one destination of a virtual server.
+type RealServer struct {
+	Addr    netip.AddrPort
+	Weight  int
+	Forward Forwarding
+}
+
+// String renders "-r 10.1.0.5:8080 -m -w 1".
+func (r RealServer) String() string {
+	return fmt.Sprintf("-r %s %s -w %d", r.Addr, r.Forward.Flag(), r.Weight)
+}
+
+// Conns are a real server's connection counters as the kernel reports them;
+// they decide when a draining real server may go.
+type Conns struct {
+	Active   uint32
+	Inactive uint32
+}
+
+// Total is every connection still pointing at the real server.
+func (c Conns) Total() uint64 { return uint64(c.Active) + uint64(c.Inactive) }

@@ -1,0 +1,114 @@
+package model
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Service is a virtual server with its real servers, keyed by address.
+type Service struct {
+	VirtualServer
+	Reals map[netip.AddrPort]RealServer
+}
+
+// Clone copies the service deeply enough that the copy may be changed.
+func (s *Service) Clone() *Service {
+	return &Service{VirtualServer: s.VirtualServer, Reals: maps.Clone(s.Reals)}
+}
+
+// Equal compares the virtual server and every real server.
+func (s *Service) Equal(o *Service) bool {
+	if !s.VirtualServer.Equal(o.VirtualServer) || len(s.Reals) != len(o.Reals) {
+		return false
+	}
+	for k, r := range s.Reals {
+		if or, ok := o.Reals[k]; !ok || or != r {
+			return false
+		}
+	}
+	return true
+}
+
+// State is an IPVS table plus the VIPs bound on the agent's link. The same
+// type carries what we want (desired) and what the kernel holds (observed).
+type State struct {
+	Services map[VSKey]*Service
+	Addrs    map[netip.Addr]struct{}
+}
+
+// NewState returns an empty, usable state.
+func NewState() State {
+	return State{Services: map[VSKey]*Service{}, Addrs: map[netip.Addr]struct{}{}}
+}
+
+// Clone copies the state deeply.
+func (s State) Clone() State {
+	c := State{Services: make(map[VSKey]*Service, len(s.Services)), Addrs: maps.Clone(s.Addrs)}
+	if c.Addrs == nil {
+		c.Addrs = map[netip.Addr]struct{}{}
+	}
+	for k, v := range s.Services {
+		c.Services[k] = v.Clone()
+	}
+	return c
+}
+
+// Equal compares every service, real server and address.
+func (s State) Equal(o State) bool {
+	if len(s.Services) != len(o.Services) || len(s.Addrs) != len(o.Addrs) {
+		return false
+	}
+	for k, v := range s.Services {
+		ov, ok := o.Services[k]
+		if !ok || !v.Equal(ov) {
+			return false
+		}
+	}
+	for a := range s.Addrs {
+		if _, ok := o.Addrs[a]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedKeys lists the services in listing order.
+func (s State) SortedKeys() []VSKey {
+	keys := slices.Collect(maps.Keys(s.Services))
+	slices.SortFunc(keys, VSKey.Compare)
+	return keys
+}
+
+// SortedAddrs lists the bound addresses in order.
+func (s State) SortedAddrs() []netip.Addr {
+	addrs := slices.Collect(maps.Keys(s.Addrs))
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return addrs
+}
+
+// SortedReals lists a service's real servers in order.
+func (s *Service) SortedReals() []RealServer {
+	rs := slices.Collect(maps.Values(s.Reals))
+	slices.SortFunc(rs, func(a, b RealServer) int { return a.Addr.Compare(b.Addr) })
+	return rs
+}
+
+// Dump is the one text form of a state, used by fakes, tests and goldens:
+// one "-A" line per service, one "-a" line per real server below it, one
+// "addr" line per bound VIP, all sorted.
+func (s State) Dump() string {
+	var b strings.Builder
+	for _, k := range s.SortedKeys() {
+		svc := s.Services[k]
+		b.WriteString("-A " + svc.VirtualServer.String() + "\n")
+		for _, r := range svc.SortedReals() {
+			b.WriteString("  -a " + k.String() + " " + r.String() + "\n")
+		}
+	}
+	for _, a := range s.SortedAddrs() {
+		b.WriteString("addr " + a.String() + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,199 @@
+// Package snapshot is the hand-over point between the sources (informers or
+// a manifest folder) and the reconciler. Sources only put objects in and mark
+// what changed; the reconciler takes the changed names and reads the objects
+// it needs. Objects stored here are never modified: sources replace them.
+package snapshot
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Changes is what happened since the last Take.
+type Changes struct {
+	Services []model.ServiceName // sorted; each was added, changed or deleted
+	Node     bool                // the node object changed: every Service may translate differently
+}
+
+// Empty tells whether nothing changed.
+func (c Changes) Empty() bool { return len(c.Services) == 0 && !c.Node }
+
+type sliceKey struct{ namespace, name string }
+
+// Store holds the current cluster objects. Safe for concurrent use.
+type Store struct {
+	mu        sync.Mutex
+	services  map[model.ServiceName]*corev1.Service
+	slices    map[model.ServiceName]map[sliceKey]*discoveryv1.EndpointSlice
+	sliceSvc  map[sliceKey]model.ServiceName // where each slice is filed, for moves and deletes
+	node      *corev1.Node
+	dirty     map[model.ServiceName]struct{}
+	nodeDirty bool
+	pending   map[string]bool // source name -> not yet synced
+	notify    chan struct{}
+}
+
+// NewStore returns an empty store waiting for the named sources to sync.
+func NewStore(sources ...string) *Store {
+	s := &Store{
+		services: map[model.ServiceName]*corev1.Service{},
+		slices:   map[model.ServiceName]map[sliceKey]*discoveryv1.EndpointSlice{},
+		sliceSvc: map[sliceKey]model.ServiceName{},
+		dirty:    map[model.ServiceName]struct{}{},
+		pending:  map[string]bool{},
+		notify:   make(chan struct{}, 1),
+	}
+	for _, src := range sources {
+		s.pending[src] = true
+	}
+	return s
+}
+
+// Notify is signalled (coalesced) whenever something changes.
+func (s *Store) Notify() <-chan struct{} { return s.notify }
+
+func (s *Store) poke() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// SetSynced records that a source has delivered its initial state. Nothing
+// is pruned before every source has synced.
+func (s *Store) SetSynced(source string) {
+	s.mu.Lock()
+	delete(s.pending, source)
+	s.mu.Unlock()
+	s.poke()
+}
+
+// Synced tells whether every source has delivered its initial state.
+func (s *Store) Synced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) == 0
+}
+
+// SetService adds or replaces a Service.
+func (s *Store) SetService(svc *corev1.Service) {
+	name := model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}
+	s.mu.Lock()
+	s.services[name] = svc
+	s.dirty[name] = struct{}{}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// DeleteService removes a Service.
+func (s *Store) DeleteService(name model.ServiceName) {
+	s.mu.Lock()
+	delete(s.services, name)
+	s.dirty[name] = struct{}{}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// ServiceOf names the Service an EndpointSlice belongs to (its
+// kubernetes.io/service-name label); ok is false for slices of no Service.
+func ServiceOf(slice *discoveryv1.EndpointSlice) (model.ServiceName, bool) {
+	svc := slice.Labels[discoveryv1.LabelServiceName]
+	return model.ServiceName{Namespace: slice.Namespace, Name: svc}, svc != ""
+}
+
+// SetSlice adds or replaces an EndpointSlice.
+func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
+	key := sliceKey{slice.Namespace, slice.Name}
+	s.mu.Lock()
+	s.removeSliceLocked(key)
+	if name, ok := ServiceOf(slice); ok {
+		if s.slices[name] == nil {
+			s.slices[name] = map[sliceKey]*discoveryv1.EndpointSlice{}
+		}
+		s.slices[name][key] = slice
+		s.sliceSvc[key] = name
+		s.dirty[name] = struct{}{}
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// DeleteSlice removes an EndpointSlice by namespace and name.
+func (s *Store) DeleteSlice(namespace, name string) {
+	s.mu.Lock()
+	s.removeSliceLocked(sliceKey{namespace, name})
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Store) removeSliceLocked(key sliceKey) {
+	name, ok := s.sliceSvc[key]
+	if !ok {
+		return
+	}
+	delete(s.sliceSvc, key)
+	delete(s.slices[name], key)
+	if len(s.slices[name]) == 0 {
+		delete(s.slices, name)
+	}
+	s.dirty[name] = struct{}{}
+}
+
+// SetNode replaces this node's Node object (nil: unknown).
+func (s *Store) SetNode(node *corev1.Node) {
+	s.mu.Lock()
+	s.node = node
+	s.nodeDirty = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+// Take returns and clears what changed since the last Take.
+func (s *Store) Take() Changes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := Changes{Services: slices.SortedFunc(maps.Keys(s.dirty), model.ServiceName.Compare), Node: s.nodeDirty}
+	clear(s.dirty)
+	s.nodeDirty = false
+	return c
+}
+
+// Service returns a Service (nil if absent) and its EndpointSlices sorted by name.
+func (s *Store) Service(name model.ServiceName) (*corev1.Service, []*discoveryv1.EndpointSlice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byKey := s.slices[name]
+	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b sliceKey) int {
+		if a.name < b.name {
+			return -1
+		} else if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	out := make([]*discoveryv1.EndpointSlice, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return s.services[name], out
+}
+
+// ServiceNames lists every Service held, sorted.
+func (s *Store) ServiceNames() []model.ServiceName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(s.services), model.ServiceName.Compare)
+}
+
+// Node returns this node's Node object, or nil.
+func (s *Store) Node() *corev1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
