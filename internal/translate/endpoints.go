@@ -1,0 +1,177 @@
+package translate
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// endpoint is one usable address:port of a Service port, with what the
+// selection rules need to know about it.
+type endpoint struct {
+	addr        netip.AddrPort
+	nodeName    string
+	ready       bool
+	serving     bool
+	terminating bool
+	zoneHints   []string
+	nodeHints   []string
+}
+
+// portKey matches EndpointSlice ports to Service ports: by name and protocol
+// (as kube-proxy's ServicePortName does) and by address family.
+type portKey struct {
+	name  string
+	proto model.Protocol
+	v6    bool
+}
+
+// endpointIndex holds a Service's endpoints per port, deduped, sorted.
+type endpointIndex map[portKey][]endpoint
+
+// collectEndpoints indexes the endpoints of every slice handed to this
+// proxy. An endpoint listed in several slices (it moves between slices in
+// two steps) counts once, with its best conditions.
+func collectEndpoints(slices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
+	byKey := map[portKey]map[netip.AddrPort]endpoint{}
+	for _, s := range slices {
+		if s == nil || !sliceUsable(s, cfg) {
+			continue
+		}
+		for _, p := range s.Ports {
+			key, port, ok := slicePort(s, p)
+			if !ok {
+				continue
+			}
+			if byKey[key] == nil {
+				byKey[key] = map[netip.AddrPort]endpoint{}
+			}
+			for i := range s.Endpoints {
+				ep, ok := newEndpoint(&s.Endpoints[i], port, key.v6, cfg)
+				if !ok {
+					continue
+				}
+				if old, dup := byKey[key][ep.addr]; !dup || better(ep, old, cfg.NodeName) {
+					byKey[key][ep.addr] = ep
+				}
+			}
+		}
+	}
+	idx := endpointIndex{}
+	for key, m := range byKey {
+		idx[key] = sortedEndpoints(m)
+	}
+	return idx
+}
+
+// sliceUsable tells whether a slice carries IP endpoints meant for us.
+func sliceUsable(s *discoveryv1.EndpointSlice, cfg Config) bool {
+	if v, ok := s.Labels[LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
+		return false
+	}
+	switch s.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		return cfg.IPv4
+	case discoveryv1.AddressTypeIPv6:
+		return cfg.IPv6
+	}
+	return false // FQDN slices name hosts, not addresses IPVS can forward to
+}
+
+// slicePort resolves a slice port. A missing name is taken as "" (the name
+// of a Service's only, unnamed port), which hand-written manifests rely on;
+// a missing or zero port number cannot be forwarded to.
+func slicePort(s *discoveryv1.EndpointSlice, p discoveryv1.EndpointPort) (portKey, uint16, bool) {
+	if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
+		return portKey{}, 0, false
+	}
+	var proto corev1.Protocol
+	if p.Protocol != nil {
+		proto = *p.Protocol
+	}
+	mp, err := model.ParseProtocol(string(proto))
+	if err != nil {
+		return portKey{}, 0, false
+	}
+	key := portKey{proto: mp, v6: s.AddressType == discoveryv1.AddressTypeIPv6}
+	if p.Name != nil {
+		key.name = *p.Name
+	}
+	return key, uint16(*p.Port), true
+}
+
+// newEndpoint reads one slice endpoint. Like kube-proxy it uses the first
+// address only, and drops addresses of the wrong family.
+func newEndpoint(e *discoveryv1.Endpoint, port uint16, v6 bool, cfg Config) (endpoint, bool) {
+	if len(e.Addresses) == 0 {
+		return endpoint{}, false
+	}
+	a, err := netip.ParseAddr(e.Addresses[0])
+	if err != nil {
+		return endpoint{}, false
+	}
+	a = a.Unmap()
+	if a.Is6() != v6 || a.Zone() != "" {
+		return endpoint{}, false
+	}
+	c := e.Conditions
+	ep := endpoint{
+		addr: netip.AddrPortFrom(a, port),
+		// KEP-1672: a nil ready means ready, a nil serving means "same as
+		// ready", a nil terminating means not terminating.
+		ready:       c.Ready == nil || *c.Ready,
+		terminating: c.Terminating != nil && *c.Terminating,
+	}
+	ep.serving = ep.ready
+	if c.Serving != nil {
+		ep.serving = *c.Serving
+	}
+	if e.NodeName != nil {
+		ep.nodeName = *e.NodeName
+	}
+	if h := e.Hints; h != nil {
+		for _, z := range h.ForZones {
+			ep.zoneHints = append(ep.zoneHints, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			ep.nodeHints = append(ep.nodeHints, n.Name)
+		}
+	}
+	return ep, true
+}
+
+// better picks between two copies of one endpoint: the more usable one, then
+// the local one (kube-proxy favours local), then the one already held.
+func better(ep, old endpoint, nodeName string) bool {
+	if r, o := usability(ep), usability(old); r != o {
+		return r > o
+	}
+	return ep.nodeName == nodeName && nodeName != "" && old.nodeName != nodeName
+}
+
+// usability ranks conditions: ready, then serving while terminating, then
+// terminating, then nothing.
+func usability(ep endpoint) int {
+	switch {
+	case ep.ready:
+		return 3
+	case ep.serving && ep.terminating:
+		return 2
+	case ep.terminating:
+		return 1
+	}
+	return 0
+}
+
+func sortedEndpoints(m map[netip.AddrPort]endpoint) []endpoint {
+	out := make([]endpoint, 0, len(m))
+	for _, ep := range m {
+		out = append(out, ep)
+	}
+	slices.SortFunc(out, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
+	return out
+}

@@ -1,0 +1,115 @@
+package translate
+
+import (
+	"slices"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Topology modes, decided from the endpoints' hints (see topologyMode).
+const (
+	topologyNone     = ""
+	topologySameZone = "PreferSameZone"
+	topologySameNode = "PreferSameNode"
+)
+
+// selectReals picks a frontend's real servers and their weights (KEP-1669):
+//   - the candidates are every endpoint (Cluster policy) or this node's
+//     (Local policy); Cluster policy narrows ready endpoints by topology;
+//   - ready candidates get weight 1, and terminating candidates that still
+//     serve get weight 0: no new connections, existing ones go on;
+//   - with no ready candidate, serving terminating candidates get weight 1;
+//   - anything else is left out (the planner drains what it removes).
+//
+// Local policy with no local endpoint leaves the virtual server empty, as
+// kube-proxy does: traffic is dropped rather than sent off the node.
+func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.RealServer {
+	cands := eps
+	mode := topologyNone
+	if local {
+		cands = slices.DeleteFunc(slices.Clone(eps), func(ep endpoint) bool {
+			return nodeName == "" || ep.nodeName != nodeName
+		})
+	} else {
+		mode = topologyMode(eps, nodeName, zone)
+	}
+	var out []model.RealServer
+	add := func(ep endpoint, w int) {
+		out = append(out, model.RealServer{Addr: ep.addr, Weight: w, Forward: model.Masq})
+	}
+	for _, ep := range cands {
+		if ep.ready && availableForTopology(ep, mode, nodeName, zone) {
+			add(ep, 1)
+		}
+	}
+	if len(out) == 0 {
+		// No ready endpoint anywhere in the candidates (topology only ever
+		// applies when a ready endpoint matches it): fall back to endpoints
+		// that are terminating but still serve.
+		for _, ep := range cands {
+			if ep.serving && ep.terminating {
+				add(ep, 1)
+			}
+		}
+		return out
+	}
+	for _, ep := range cands {
+		if !ep.ready && ep.serving && ep.terminating && availableForTopology(ep, mode, nodeName, zone) {
+			add(ep, 0)
+		}
+	}
+	return out
+}
+
+// topologyMode decides, as kube-proxy's topologyModeFromHints does, whether
+// hints narrow the endpoints for this node. Hints are set by the
+// EndpointSlice controller only when the Service asks for them
+// (spec.trafficDistribution PreferSameNode / PreferSameZone / PreferClose,
+// or the topology-mode / topology-aware-hints annotation), so kube-proxy
+// reads the hints alone and so do we:
+//   - every ready endpoint has a node hint and one names this node ->
+//     PreferSameNode;
+//   - else every ready endpoint has a zone hint and one names this node's
+//     zone -> PreferSameZone;
+//   - else no topology: all endpoints (hints incomplete, or none for us).
+func topologyMode(eps []endpoint, nodeName, zone string) string {
+	anyReady := false
+	allNode, forNode := true, false
+	allZone, forZone := true, false
+	for _, ep := range eps {
+		if !ep.ready {
+			continue
+		}
+		anyReady = true
+		if len(ep.nodeHints) == 0 {
+			allNode = false
+		} else if nodeName != "" && slices.Contains(ep.nodeHints, nodeName) {
+			forNode = true
+		}
+		if len(ep.zoneHints) == 0 {
+			allZone = false
+		} else if zone != "" && slices.Contains(ep.zoneHints, zone) {
+			forZone = true
+		}
+	}
+	switch {
+	case !anyReady:
+		return topologyNone
+	case allNode && forNode:
+		return topologySameNode
+	case allZone && forZone:
+		return topologySameZone
+	}
+	return topologyNone
+}
+
+// availableForTopology tells whether an endpoint serves this node under mode.
+func availableForTopology(ep endpoint, mode, nodeName, zone string) bool {
+	switch mode {
+	case topologySameNode:
+		return slices.Contains(ep.nodeHints, nodeName)
+	case topologySameZone:
+		return slices.Contains(ep.zoneHints, zone)
+	}
+	return true
+}

@@ -1,0 +1,253 @@
+// Package translate turns one Kubernetes Service, its EndpointSlices and this
+// node's Node into the IPVS virtual servers, real servers and VIPs the node
+// should hold. Pure: no clients, no clock, no logging, no syscalls. The rules
+// follow kube-proxy's IPVS mode (pkg/proxy/ipvs, pkg/proxy/topology.go,
+// pkg/proxy/endpointslicecache.go) so that a node switched over sees no change.
+package translate
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Config is what translation needs from the agent's configuration.
+type Config struct {
+	NodeName          string
+	Scheduler         string       // default scheduler (--scheduler)
+	NodePortAddresses []string     // CIDRs and/or "primary" (config.NodePortPrimary)
+	HostAddrs         []netip.Addr // the node's interface addresses (for CIDR NodePort addresses), filled by the caller
+	IPv4, IPv6        bool
+	ServiceProxyName  string
+	DrainTimeout      time.Duration // default drain timeout (--drain-timeout)
+}
+
+// familyEnabled tells whether addr's family is handled on this node.
+func (c Config) familyEnabled(addr netip.Addr) bool {
+	if addr.Unmap().Is4() {
+		return c.IPv4
+	}
+	return c.IPv6
+}
+
+// Frontend kinds, as VSMeta.Kind names them.
+const (
+	KindClusterIP    = "ClusterIP"
+	KindExternalIP   = "ExternalIP"
+	KindLoadBalancer = "LoadBalancer"
+	KindNodePort     = "NodePort"
+)
+
+// Where a virtual server's scheduler came from, as VSMeta.SchedulerFrom names it.
+const (
+	SchedulerFromFlag       = "flag"
+	SchedulerFromAnnotation = "annotation"
+)
+
+// VSMeta says where a virtual server comes from and how to treat it.
+type VSMeta struct {
+	Service       model.ServiceName
+	PortName      string
+	Kind          string // "ClusterIP", "ExternalIP", "LoadBalancer", "NodePort"
+	SchedulerFrom string // "flag" or "annotation"
+	DrainTimeout  time.Duration
+}
+
+// Result is one Service's desired state.
+type Result struct {
+	Services []*model.Service // sorted by key; each with its Reals
+	// Addrs are the VIPs to bind on kube-ipvs0 (ClusterIPs, external IPs, LB
+	// ingress IPs; not node addresses), sorted, deduped. Only addresses that
+	// carry at least one virtual server are listed: a bound VIP always has
+	// its virtual server.
+	Addrs []netip.Addr
+	Meta  map[model.VSKey]VSMeta
+	// Skipped is non-empty when the Service is ignored on purpose (headless,
+	// other proxy name, type ExternalName) and says why.
+	Skipped string
+	// Err is non-nil when the Service is invalid (unknown scheduler
+	// annotation, bad flags, bad drain-timeout, unknown protocol); Services
+	// is then empty. The error names the Service and the cause.
+	Err error
+}
+
+// Service translates one Service (svc nil = deleted -> empty Result) with its
+// EndpointSlices and this node's Node (may be nil).
+func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node *corev1.Node, cfg Config) Result {
+	if svc == nil {
+		return Result{}
+	}
+	name := model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}
+	if why := skipReason(svc, cfg); why != "" {
+		return Result{Skipped: why}
+	}
+	opts, err := serviceOptions(svc, cfg)
+	if err != nil {
+		return Result{Err: fmt.Errorf("service %s: %w", name, err)}
+	}
+	ports, err := servicePorts(svc)
+	if err != nil {
+		return Result{Err: fmt.Errorf("service %s: %w", name, err)}
+	}
+	b := builder{
+		name:      name,
+		svc:       svc,
+		cfg:       cfg,
+		opts:      opts,
+		endpoints: collectEndpoints(slices, cfg),
+		nodePorts: NodePortAddrs(node, cfg),
+		zone:      nodeZone(node),
+		services:  map[model.VSKey]*model.Service{},
+		meta:      map[model.VSKey]VSMeta{},
+		vips:      map[netip.Addr]struct{}{},
+	}
+	for _, p := range ports {
+		b.addPort(p)
+	}
+	return b.result()
+}
+
+// skipReason says why a Service is deliberately not proxied, or "".
+func skipReason(svc *corev1.Service, cfg Config) string {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return "type ExternalName is resolved by DNS, not proxied"
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "headless Service (clusterIP None) is not proxied"
+	}
+	if v, ok := svc.Labels[LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
+		return fmt.Sprintf("label %s=%q names another proxy", LabelServiceProxyName, v)
+	}
+	return ""
+}
+
+// LabelServiceProxyName hands a Service (or EndpointSlice) to an alternative
+// proxy; kube-proxy ignores every object carrying it.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+// servicePort is a Service port with its protocol resolved.
+type servicePort struct {
+	name     string
+	proto    model.Protocol
+	port     uint16
+	nodePort uint16
+}
+
+// servicePorts resolves each port's protocol ("" is TCP).
+func servicePorts(svc *corev1.Service) ([]servicePort, error) {
+	var out []servicePort
+	var errs []error
+	for _, p := range svc.Spec.Ports {
+		proto, err := model.ParseProtocol(string(p.Protocol))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("port %q: %w", p.Name, err))
+			continue
+		}
+		out = append(out, servicePort{name: p.Name, proto: proto, port: uint16(p.Port), nodePort: uint16(p.NodePort)})
+	}
+	return out, errors.Join(errs...)
+}
+
+// builder accumulates one Service's virtual servers.
+type builder struct {
+	name      model.ServiceName
+	svc       *corev1.Service
+	cfg       Config
+	opts      vsOptions
+	endpoints endpointIndex
+	nodePorts []netip.Addr
+	zone      string
+	services  map[model.VSKey]*model.Service
+	meta      map[model.VSKey]VSMeta
+	vips      map[netip.Addr]struct{}
+}
+
+// addPort adds the virtual servers of one Service port, every frontend and
+// family. When two frontends share a key (an external IP equal to a
+// ClusterIP, say) the first kind in frontends' order wins.
+func (b *builder) addPort(p servicePort) {
+	reals := map[realsKey][]model.RealServer{}
+	for _, fe := range frontends(b.svc, p, b.nodePorts, b.cfg) {
+		key := model.NewVSKey(p.proto, fe.addr, fe.port)
+		if _, dup := b.services[key]; dup {
+			continue
+		}
+		rk := realsKey{v6: key.IsIPv6(), local: b.localPolicy(fe.kind)}
+		rs, ok := reals[rk]
+		if !ok {
+			eps := b.endpoints[portKey{name: p.name, proto: p.proto, v6: rk.v6}]
+			rs = selectReals(eps, rk.local, b.cfg.NodeName, b.zone)
+			reals[rk] = rs
+		}
+		b.services[key] = b.newService(key, rs)
+		b.meta[key] = VSMeta{
+			Service:       b.name,
+			PortName:      p.name,
+			Kind:          fe.kind,
+			SchedulerFrom: b.opts.schedulerFrom,
+			DrainTimeout:  b.opts.drainTimeout,
+		}
+		if fe.kind != KindNodePort {
+			b.vips[key.Addr] = struct{}{}
+		}
+	}
+}
+
+// realsKey is what the real servers of a port depend on besides the port.
+type realsKey struct{ v6, local bool }
+
+// localPolicy tells whether a frontend kind only uses this node's endpoints:
+// internalTrafficPolicy governs ClusterIPs, externalTrafficPolicy the rest.
+func (b *builder) localPolicy(kind string) bool {
+	if kind == KindClusterIP {
+		p := b.svc.Spec.InternalTrafficPolicy
+		return p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal
+	}
+	return b.svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+}
+
+// newService builds a virtual server with the Service's options and reals.
+func (b *builder) newService(key model.VSKey, rs []model.RealServer) *model.Service {
+	s := &model.Service{
+		VirtualServer: model.VirtualServer{
+			Key:       key,
+			Scheduler: b.opts.scheduler,
+			Flags:     b.opts.flags,
+			Timeout:   b.opts.timeout,
+		},
+		Reals: make(map[netip.AddrPort]model.RealServer, len(rs)),
+	}
+	for _, r := range rs {
+		s.Reals[r.Addr] = r
+	}
+	return s
+}
+
+// result sorts what was built.
+func (b *builder) result() Result {
+	r := Result{Meta: b.meta}
+	for _, s := range b.services {
+		r.Services = append(r.Services, s)
+	}
+	slices.SortFunc(r.Services, func(x, y *model.Service) int { return x.Key.Compare(y.Key) })
+	for a := range b.vips {
+		r.Addrs = append(r.Addrs, a)
+	}
+	slices.SortFunc(r.Addrs, netip.Addr.Compare)
+	return r
+}
+
+// nodeZone is the Node's zone label, "" when unknown.
+func nodeZone(node *corev1.Node) string {
+	if node == nil {
+		return ""
+	}
+	return node.Labels[corev1.LabelTopologyZone]
+}
