@@ -1,0 +1,86 @@
+package plan
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Diff returns the operations that turn observed into desired, in apply
+// order. Virtual servers and addresses that are only observed are removed
+// only when owner says they are ours. Real servers of a desired virtual
+// server are all ours: the service is.
+func Diff(desired, observed model.State, owner Owner) []Op {
+	var ops []Op
+	for k, want := range desired.Services {
+		ops = append(ops, diffService(want, observed.Services[k])...)
+	}
+	for k := range observed.Services {
+		if _, ok := desired.Services[k]; !ok && owner.OwnsService(k) {
+			ops = append(ops, Op{Kind: DeleteService, VS: model.VirtualServer{Key: k}})
+		}
+	}
+	for a := range desired.Addrs {
+		if _, ok := observed.Addrs[a]; !ok {
+			ops = append(ops, Op{Kind: BindAddr, Addr: a})
+		}
+	}
+	for a := range observed.Addrs {
+		if _, ok := desired.Addrs[a]; !ok && owner.OwnsAddr(a) {
+			ops = append(ops, Op{Kind: UnbindAddr, Addr: a})
+		}
+	}
+	Sort(ops)
+	return ops
+}
+
+// diffService compares one desired service with what is there (nil: absent).
+func diffService(want, have *model.Service) []Op {
+	var ops []Op
+	haveReals := map[model.RealServer]bool{}
+	if have == nil {
+		ops = append(ops, Op{Kind: AddService, VS: want.VirtualServer})
+	} else {
+		if !want.VirtualServer.Equal(have.VirtualServer) {
+			ops = append(ops, Op{Kind: UpdateService, VS: want.VirtualServer})
+		}
+		for addr, rs := range have.Reals {
+			haveReals[rs] = true
+			if _, ok := want.Reals[addr]; !ok {
+				ops = append(ops, Op{Kind: DeleteReal, VS: want.VirtualServer, RS: rs})
+			}
+		}
+	}
+	for addr, rs := range want.Reals {
+		switch {
+		case have == nil:
+			ops = append(ops, Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
+		case haveReals[rs]:
+		case hasReal(have, addr):
+			ops = append(ops, Op{Kind: UpdateReal, VS: want.VirtualServer, RS: rs})
+		default:
+			ops = append(ops, Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
+		}
+	}
+	return ops
+}
+
+func hasReal(s *model.Service, addr netip.AddrPort) bool {
+	_, ok := s.Reals[addr]
+	return ok
+}
+
+// Sort puts operations in apply order, then in listing order so that the
+// same change always prints the same way.
+func Sort(ops []Op) {
+	slices.SortStableFunc(ops, func(a, b Op) int {
+		return cmp.Or(
+			cmp.Compare(a.Kind, b.Kind),
+			a.VS.Key.Compare(b.VS.Key),
+			a.RS.Addr.Compare(b.RS.Addr),
+			a.Addr.Compare(b.Addr),
+		)
+	})
+}

@@ -1,0 +1,150 @@
+package plan
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+var (
+	vip1  = netip.MustParseAddr("10.96.0.1")
+	vip2  = netip.MustParseAddr("10.96.0.2")
+	vip6  = netip.MustParseAddr("fd00::10")
+	node1 = netip.MustParseAddr("192.168.1.10")
+	ext   = netip.MustParseAddr("192.168.1.200") // keepalived's
+)
+
+func rs(s string, w int) model.RealServer {
+	return model.RealServer{Addr: netip.MustParseAddrPort(s), Weight: w}
+}
+
+func svc(k model.VSKey, sched string, reals ...model.RealServer) *model.Service {
+	s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
+	for _, r := range reals {
+		s.Reals[r.Addr] = r
+	}
+	return s
+}
+
+func state(addrs []netip.Addr, svcs ...*model.Service) model.State {
+	s := model.NewState()
+	for _, a := range addrs {
+		s.Addrs[a] = struct{}{}
+	}
+	for _, v := range svcs {
+		s.Services[v.Key] = v
+	}
+	return s
+}
+
+func testOwner(observed model.State) Owner {
+	return Owner{
+		LinkAddrs:     observed.Addrs,
+		NodeAddrs:     map[netip.Addr]struct{}{node1: {}},
+		NodePortRange: config.PortRange{First: 30000, Last: 32767},
+		Exclude:       []netip.Prefix{netip.MustParsePrefix("10.96.9.0/24")},
+		IPv4:          true, IPv6: true,
+	}
+}
+
+func render(ops []Op) string {
+	var b strings.Builder
+	for _, o := range ops {
+		b.WriteString(o.String() + "\n")
+	}
+	return b.String()
+}
+
+func TestDiff(t *testing.T) {
+	k1 := model.NewVSKey(model.TCP, vip1, 80)
+	k2 := model.NewVSKey(model.UDP, vip2, 53)
+	k6 := model.NewVSKey(model.SCTP, vip6, 9)
+	kNode := model.NewVSKey(model.TCP, node1, 30080)
+	kNodeLow := model.NewVSKey(model.TCP, node1, 22)
+	kForeign := model.NewVSKey(model.TCP, ext, 443)
+	excluded := netip.MustParseAddr("10.96.9.9")
+	kExcl := model.NewVSKey(model.TCP, excluded, 80)
+
+	tests := []struct {
+		name              string
+		desired, observed model.State
+		want              string
+	}{
+		{
+			name:    "create from nothing, in order",
+			desired: state([]netip.Addr{vip1, vip6}, svc(k1, "rr", rs("10.244.0.2:8080", 1), rs("10.244.0.3:8080", 0)), svc(k6, "sh")),
+			want: `-A -t 10.96.0.1:80 -s rr
+-A --sctp-service [fd00::10]:9 -s sh
+-a -t 10.96.0.1:80 -r 10.244.0.2:8080 -m -w 1
+-a -t 10.96.0.1:80 -r 10.244.0.3:8080 -m -w 0
+ip addr add 10.96.0.1/32
+ip addr add fd00::10/128
+`,
+		},
+		{
+			name:     "weights, scheduler and reals change",
+			desired:  state([]netip.Addr{vip1}, svc(k1, "lc", rs("10.244.0.2:8080", 0), rs("10.244.0.4:8080", 1))),
+			observed: state([]netip.Addr{vip1}, svc(k1, "rr", rs("10.244.0.2:8080", 1), rs("10.244.0.3:8080", 1))),
+			want: `-E -t 10.96.0.1:80 -s lc
+-a -t 10.96.0.1:80 -r 10.244.0.4:8080 -m -w 1
+-e -t 10.96.0.1:80 -r 10.244.0.2:8080 -m -w 0
+-d -t 10.96.0.1:80 -r 10.244.0.3:8080
+`,
+		},
+		{
+			name:     "ours removed, foreign, excluded and low node ports kept",
+			desired:  state(nil),
+			observed: state([]netip.Addr{vip1, vip2, excluded}, svc(k1, "rr"), svc(k2, "rr"), svc(kNode, "rr"), svc(kNodeLow, "rr"), svc(kForeign, "wlc"), svc(kExcl, "rr")),
+			want: `-D -t 10.96.0.1:80
+-D -u 10.96.0.2:53
+-D -t 192.168.1.10:30080
+ip addr del 10.96.0.1/32
+ip addr del 10.96.0.2/32
+`,
+		},
+		{
+			name:     "steady state",
+			desired:  state([]netip.Addr{vip1}, svc(k1, "rr", rs("10.244.0.2:8080", 1))),
+			observed: state([]netip.Addr{vip1}, svc(k1, "rr", rs("10.244.0.2:8080", 1))),
+			want:     "",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.observed.Services == nil {
+				tt.observed = model.NewState()
+			}
+			got := render(Diff(tt.desired, tt.observed, testOwner(tt.observed)))
+			if got != tt.want {
+				t.Errorf("ops:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDisabledFamilyNotPruned(t *testing.T) {
+	k6 := model.NewVSKey(model.TCP, vip6, 80)
+	observed := state([]netip.Addr{vip6}, svc(k6, "rr"))
+	owner := testOwner(observed)
+	owner.IPv6 = false
+	if ops := Diff(model.NewState(), observed, owner); len(ops) != 0 {
+		t.Fatalf("IPv6 disabled, yet planned:\n%s", render(ops))
+	}
+}
+
+func TestScopeOf(t *testing.T) {
+	k1 := model.NewVSKey(model.TCP, vip1, 80)
+	k2 := model.NewVSKey(model.TCP, vip2, 80)
+	s := state([]netip.Addr{vip1, vip2}, svc(k1, "rr"), svc(k2, "rr"))
+	sc := NewScope()
+	sc.Keys[k2] = struct{}{}
+	sc.Addrs[vip2] = struct{}{}
+	got := sc.Of(s).Dump()
+	want := "-A -t 10.96.0.2:80 -s rr\naddr 10.96.0.2\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -1,0 +1,106 @@
+// Package plan computes, purely, the ordered operations that turn an
+// observed IPVS table into a desired one, touching only what we own.
+package plan
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Kind is an operation kind. The constant order is the order operations are
+// applied in (DESIGN.md): services exist before their reals, reals before
+// their VIP is bound (a bound VIP always has its virtual server), and
+// removals run in reverse so traffic is never sent to a half-built service.
+type Kind int
+
+const (
+	AddService Kind = iota
+	UpdateService
+	AddReal
+	UpdateReal
+	BindAddr
+	DeleteReal
+	DeleteService
+	UnbindAddr
+)
+
+var kindNames = [...]string{"add-service", "update-service", "add-real", "update-real", "bind-addr", "delete-real", "delete-service", "unbind-addr"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Op is one change to the kernel.
+type Op struct {
+	Kind Kind
+	// VS is the whole virtual server for AddService/UpdateService; only its
+	// Key matters for the other kinds.
+	VS model.VirtualServer
+	// RS is the real server for the *Real kinds (only Addr for DeleteReal).
+	RS model.RealServer
+	// Addr is the VIP for BindAddr/UnbindAddr.
+	Addr netip.Addr
+}
+
+// String renders the operation as the ipvsadm (or ip) command that would
+// make the same change; this is what --dry-run prints and logs show.
+func (o Op) String() string {
+	k := o.VS.Key
+	switch o.Kind {
+	case AddService:
+		return "-A " + o.VS.String()
+	case UpdateService:
+		return "-E " + o.VS.String()
+	case AddReal:
+		return "-a " + k.String() + " " + o.RS.String()
+	case UpdateReal:
+		return "-e " + k.String() + " " + o.RS.String()
+	case DeleteReal:
+		return "-d " + k.String() + " -r " + o.RS.Addr.String()
+	case DeleteService:
+		return "-D " + k.String()
+	case BindAddr:
+		return "ip addr add " + prefixOf(o.Addr)
+	case UnbindAddr:
+		return "ip addr del " + prefixOf(o.Addr)
+	}
+	return o.Kind.String()
+}
+
+// prefixOf renders a VIP as the host prefix bound on the link.
+func prefixOf(a netip.Addr) string {
+	return netip.PrefixFrom(a, a.BitLen()).String()
+}
+
+// ApplyTo records the operation's effect in s, so that the observed state
+// cache can follow what was applied without re-reading the kernel.
+func (o Op) ApplyTo(s *model.State) {
+	k := o.VS.Key
+	switch o.Kind {
+	case AddService:
+		s.Services[k] = &model.Service{VirtualServer: o.VS, Reals: map[netip.AddrPort]model.RealServer{}}
+	case UpdateService:
+		if svc, ok := s.Services[k]; ok {
+			svc.VirtualServer = o.VS
+		}
+	case AddReal, UpdateReal:
+		if svc, ok := s.Services[k]; ok {
+			svc.Reals[o.RS.Addr] = o.RS
+		}
+	case DeleteReal:
+		if svc, ok := s.Services[k]; ok {
+			delete(svc.Reals, o.RS.Addr)
+		}
+	case DeleteService:
+		delete(s.Services, k)
+	case BindAddr:
+		s.Addrs[o.Addr] = struct{}{}
+	case UnbindAddr:
+		delete(s.Addrs, o.Addr)
+	}
+}
