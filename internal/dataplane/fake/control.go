@@ -1,0 +1,139 @@
+package fake
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// This file is the test side of the fake: seeding state, reading it back and
+// injecting faults. None of it is part of dataplane.Dataplane.
+
+// Load replaces the kernel's table and addresses with a copy of s (what
+// another agent, an earlier run or a foreign tool left behind). A state with
+// addresses implies the link exists.
+func (f *Fake) Load(s model.State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := s.Clone()
+	f.services = c.Services
+	for _, svc := range f.services {
+		svc.Flags &^= model.FlagHashed
+		if svc.Reals == nil {
+			svc.Reals = map[netip.AddrPort]model.RealServer{}
+		}
+	}
+	f.addrs = c.Addrs
+	if len(f.addrs) > 0 {
+		f.link = true
+	}
+	clear(f.conns)
+}
+
+// State returns a deep copy of the table and addresses as they were
+// configured (without the kernel's hashed flag).
+func (f *Fake) State() model.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := model.State{Services: f.services, Addrs: f.addrs}
+	return s.Clone()
+}
+
+// Dump is model.State.Dump of the current table and addresses: the one text
+// form tests compare.
+func (f *Fake) Dump() string { return f.State().Dump() }
+
+// SetConns sets one real server's connection counters, as traffic would.
+// Counters of a real server that is later deleted are forgotten.
+func (f *Fake) SetConns(ref dataplane.RealRef, c model.Conns) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conns[ref] = c
+}
+
+// SetConntrack plants n conntrack entries of proto whose reply source is
+// real; FlushConntrack deletes and counts them.
+func (f *Fake) SetConntrack(proto model.Protocol, real netip.AddrPort, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conntrack[ConntrackKey{Proto: proto, Real: real}] = n
+}
+
+// Flushes lists every FlushConntrack call, in order.
+func (f *Fake) Flushes() []ConntrackKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.flushes)
+}
+
+// Timeouts returns IPVS' current timeouts (kernel defaults until set).
+func (f *Fake) Timeouts() dataplane.Timeouts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.timeouts
+}
+
+// HasLink tells whether the link exists (Init was called, DeleteLink was not).
+func (f *Fake) HasLink() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.link
+}
+
+// Sysctls returns the sysctls Init set, keyed by their /proc/sys path.
+func (f *Fake) Sysctls() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.sysctls)
+}
+
+// FailNext makes the next call of method return err without changing
+// anything. Queued errors are used in order, one per call.
+func (f *Fake) FailNext(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failNext[method] = append(f.failNext[method], err)
+}
+
+// FailWhen installs a predicate consulted on every call (after FailNext):
+// a non-nil result fails the call without changing anything. Use Call.N to
+// fail the Nth call of a method. nil removes the predicate.
+func (f *Fake) FailWhen(fn func(Call) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failWhen = fn
+}
+
+// ObserveErr makes every Observe fail with err until called with nil,
+// modelling an interrupted dump.
+func (f *Fake) ObserveErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observeErr = err
+}
+
+// Calls counts calls per method name, failed ones included.
+func (f *Fake) Calls() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.calls)
+}
+
+// Log lists every call in order, failed ones included.
+func (f *Fake) Log() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
+}
+
+// ResetCalls clears the call counters and log (N restarts at 1), so a test
+// can count what one sync did.
+func (f *Fake) ResetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.calls)
+	f.log = nil
+}
