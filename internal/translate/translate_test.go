@@ -77,7 +77,7 @@ func TestFrontendsAndProtocols(t *testing.T) {
 			[]discoveryv1.EndpointPort{
 				sport("metrics", corev1.ProtocolTCP, 9100),
 				sport("http", corev1.ProtocolTCP, 8080),
-				sport("http", corev1.ProtocolUDP, 7777), // same name, other protocol: not ours
+				sport("http", corev1.ProtocolUDP, 7777),  // same name, other protocol: not ours
 				sport("admin", corev1.ProtocolTCP, 9999), // no such Service port
 			},
 			ep("10.0.1.1"))},
