@@ -36,9 +36,9 @@ type endpointIndex map[portKey][]endpoint
 // collectEndpoints indexes the endpoints of every slice handed to this
 // proxy. An endpoint listed in several slices (it moves between slices in
 // two steps) counts once, with its best conditions.
-func collectEndpoints(slices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
+func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
 	byKey := map[portKey]map[netip.AddrPort]endpoint{}
-	for _, s := range slices {
+	for _, s := range epSlices {
 		if s == nil || !sliceUsable(s, cfg) {
 			continue
 		}

@@ -80,7 +80,7 @@ type Result struct {
 
 // Service translates one Service (svc nil = deleted -> empty Result) with its
 // EndpointSlices and this node's Node (may be nil).
-func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node *corev1.Node, cfg Config) Result {
+func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *corev1.Node, cfg Config) Result {
 	if svc == nil {
 		return Result{}
 	}
@@ -101,7 +101,7 @@ func Service(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node *cor
 		svc:       svc,
 		cfg:       cfg,
 		opts:      opts,
-		endpoints: collectEndpoints(slices, cfg),
+		endpoints: collectEndpoints(epSlices, cfg),
 		nodePorts: NodePortAddrs(node, cfg),
 		zone:      nodeZone(node),
 		services:  map[model.VSKey]*model.Service{},

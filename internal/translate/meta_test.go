@@ -1,0 +1,169 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// renderMeta prints one line per virtual server: key, kind, port name,
+// scheduler source, drain timeout.
+func renderMeta(r Result) string {
+	var out []string
+	for _, s := range r.Services {
+		m, ok := r.Meta[s.Key]
+		if !ok {
+			out = append(out, s.Key.String()+" NO META")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s %s port=%s sched=%s drain=%s", s.Key, m.Service, m.Kind, m.PortName, m.SchedulerFrom, m.DrainTimeout))
+	}
+	if len(r.Meta) != len(r.Services) {
+		out = append(out, fmt.Sprintf("%d meta for %d services", len(r.Meta), len(r.Services)))
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestMeta(t *testing.T) {
+	lb := func(opts ...svcOpt) *corev1.Service {
+		return service(append([]svcOpt{
+			typeOpt(corev1.ServiceTypeLoadBalancer),
+			portsOpt(svcPort("http", corev1.ProtocolTCP, 80, 30080), svcPort("dns", corev1.ProtocolUDP, 53, 30053)),
+			externalIPsOpt("198.51.100.7", "10.96.0.10"), // the second one is the ClusterIP: ClusterIP wins
+			ingressOpt("198.51.100.9"),
+		}, opts...)...)
+	}
+	cases := []struct {
+		name string
+		svc  *corev1.Service
+		want string
+	}{{
+		name: "kinds and port names, defaults from the flags",
+		svc:  lb(),
+		want: `
+			-t 10.96.0.10:80 default/web ClusterIP port=http sched=flag drain=2m0s
+			-u 10.96.0.10:53 default/web ClusterIP port=dns sched=flag drain=2m0s
+			-t 192.168.1.10:30080 default/web NodePort port=http sched=flag drain=2m0s
+			-u 192.168.1.10:30053 default/web NodePort port=dns sched=flag drain=2m0s
+			-t 198.51.100.7:80 default/web ExternalIP port=http sched=flag drain=2m0s
+			-u 198.51.100.7:53 default/web ExternalIP port=dns sched=flag drain=2m0s
+			-t 198.51.100.9:80 default/web LoadBalancer port=http sched=flag drain=2m0s
+			-u 198.51.100.9:53 default/web LoadBalancer port=dns sched=flag drain=2m0s`,
+	}, {
+		name: "annotations: scheduler source and drain timeout",
+		svc:  lb(annotationOpt(AnnotationScheduler, "wrr", AnnotationDrainTimeout, "45s")),
+		want: `
+			-t 10.96.0.10:80 default/web ClusterIP port=http sched=annotation drain=45s
+			-u 10.96.0.10:53 default/web ClusterIP port=dns sched=annotation drain=45s
+			-t 192.168.1.10:30080 default/web NodePort port=http sched=annotation drain=45s
+			-u 192.168.1.10:30053 default/web NodePort port=dns sched=annotation drain=45s
+			-t 198.51.100.7:80 default/web ExternalIP port=http sched=annotation drain=45s
+			-u 198.51.100.7:53 default/web ExternalIP port=dns sched=annotation drain=45s
+			-t 198.51.100.9:80 default/web LoadBalancer port=http sched=annotation drain=45s
+			-u 198.51.100.9:53 default/web LoadBalancer port=dns sched=annotation drain=45s`,
+	}, {
+		name: "a zero drain timeout is allowed",
+		svc:  service(annotationOpt(AnnotationDrainTimeout, "0s")),
+		want: `-t 10.96.0.10:80 default/web ClusterIP port=http sched=flag drain=0s`,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.IPv6 = false
+			r := Service(tc.svc, nil, testNode(), cfg)
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if got, want := lines(renderMeta(r)), lines(tc.want); got != want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestResultIsSorted checks the ordering promises on a Service whose
+// frontends come out of Service() in a different order.
+func TestResultIsSorted(t *testing.T) {
+	svc := service(clusterIPsOpt("fd00:96::10", "10.96.0.10"),
+		externalIPsOpt("2001:db8::1", "198.51.100.1", "10.0.0.1"),
+		portsOpt(svcPort("b", corev1.ProtocolUDP, 53, 0), svcPort("a", corev1.ProtocolTCP, 53, 0)))
+	r := Service(svc, nil, testNode(), testConfig())
+	if !slices.IsSortedFunc(r.Services, func(a, b *model.Service) int { return a.Key.Compare(b.Key) }) {
+		t.Errorf("services not sorted:\n%s", render(r))
+	}
+	want := addrs("10.0.0.1", "10.96.0.10", "198.51.100.1", "2001:db8::1", "fd00:96::10")
+	if !slices.Equal(r.Addrs, want) {
+		t.Errorf("Addrs = %v, want %v", r.Addrs, want)
+	}
+	if len(r.Services) != 10 {
+		t.Errorf("want 10 virtual servers (5 addresses x 2 ports), got:\n%s", render(r))
+	}
+}
+
+func TestNodePortAddrs(t *testing.T) {
+	host := addrs("127.0.0.1", "192.168.1.10", "10.1.2.3", "::ffff:10.1.2.4", "fd00:1::10", "2001:db8:5::1")
+	externalOnly := testNode()
+	externalOnly.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.5"},
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.6"},
+	}
+	cases := []struct {
+		name   string
+		spec   []string
+		node   *corev1.Node
+		noNode bool
+		v4, v6 bool
+		want   []netip.Addr
+	}{
+		{"primary: first InternalIP of each family", []string{config.NodePortPrimary}, nil, false, true, true,
+			addrs("192.168.1.10", "fd00:1::10")},
+		{"primary, IPv4 only", []string{config.NodePortPrimary}, nil, false, true, false,
+			addrs("192.168.1.10")},
+		{"primary falls back to ExternalIPs", []string{config.NodePortPrimary}, externalOnly, false, true, true,
+			addrs("203.0.113.5")},
+		{"primary without a Node: none", []string{config.NodePortPrimary}, nil, true, true, true, nil},
+		{"CIDRs select host addresses, mapped ones unmapped", []string{"10.0.0.0/8", "2001:db8::/32"}, nil, false, true, true,
+			addrs("10.1.2.3", "10.1.2.4", "2001:db8:5::1")},
+		{"CIDRs filtered by family", []string{"10.0.0.0/8", "2001:db8::/32"}, nil, false, false, true,
+			addrs("2001:db8:5::1")},
+		{"primary and a CIDR, deduped", []string{config.NodePortPrimary, "192.168.0.0/16"}, nil, false, true, false,
+			addrs("192.168.1.10")},
+		{"empty list: every host address", nil, nil, false, true, true,
+			addrs("10.1.2.3", "10.1.2.4", "127.0.0.1", "192.168.1.10", "2001:db8:5::1", "fd00:1::10")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{NodePortAddresses: tc.spec, HostAddrs: host, IPv4: tc.v4, IPv6: tc.v6, DrainTimeout: time.Minute}
+			node := tc.node
+			if node == nil && !tc.noNode {
+				node = testNode()
+			}
+			if got := NodePortAddrs(node, cfg); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodePortOnCIDRAddresses(t *testing.T) {
+	cfg := testConfig()
+	cfg.NodePortAddresses = []string{"10.1.0.0/16"}
+	cfg.HostAddrs = addrs("10.1.2.3", "192.168.1.10")
+	svc := service(typeOpt(corev1.ServiceTypeNodePort), portsOpt(svcPort("http", corev1.ProtocolTCP, 80, 30080)))
+	r := Service(svc, nil, testNode(), cfg)
+	want := `
+		-A -t 10.1.2.3:30080 -s rr
+		-A -t 10.96.0.10:80 -s rr
+		addr 10.96.0.10`
+	if got := lines(render(r)); got != lines(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", got, lines(want))
+	}
+}
