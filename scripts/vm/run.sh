@@ -75,7 +75,7 @@ done
 chmod 755 "$payload/run-this"
 
 # Leave the guest a margin to report its own timeout before the host kills qemu.
-cmd_timeout=$((timeout_s > 60 ? timeout_s - 30 : (timeout_s > 10 ? timeout_s - 5 : timeout_s)))
+cmd_timeout=$((timeout_s > 60 ? timeout_s - 30 : timeout_s / 2))
 {
   echo "export KUBE_IPVS_VM=1"
   echo "KUBE_IPVS_VM_CMD_TIMEOUT=$cmd_timeout"
@@ -103,7 +103,8 @@ if [ "$net" = 1 ]; then
     # cmd: form: one socat per connection, so several guest clients work at once.
     netdev+=",guestfwd=tcp:10.0.2.100:$gp-cmd:socat - TCP:127.0.0.1:$hp"
   done
-  netargs=(-netdev "$netdev" -device virtio-net-pci,netdev=n0)
+  # romfile= drops the iPXE option ROM: nothing boots from the network.
+  netargs=(-netdev "$netdev" -device virtio-net-pci,netdev=n0,romfile=)
 fi
 
 log="$work/console.log"
