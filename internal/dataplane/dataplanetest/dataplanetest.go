@@ -18,7 +18,7 @@ import (
 )
 
 // Factory returns a dataplane over an empty kernel: no IPVS services and no
-// link. It registers its own cleanup with t.
+// link. It registers its own cleanup with t, closing the dataplane included.
 type Factory func(t *testing.T) dataplane.Dataplane
 
 // Run runs every contract subtest, each on a fresh dataplane from newDP.
@@ -46,13 +46,7 @@ func Run(t *testing.T, newDP Factory) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dp := newDP(t)
-			t.Cleanup(func() {
-				if err := dp.Close(); err != nil {
-					t.Errorf("close: %v", err)
-				}
-			})
-			tc.fn(t, dp)
+			tc.fn(t, newDP(t))
 		})
 	}
 }

@@ -14,7 +14,15 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return fake.New() })
+	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane {
+		f := fake.New()
+		t.Cleanup(func() {
+			if err := f.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+		return f
+	})
 }
 
 var (

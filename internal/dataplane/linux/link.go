@@ -1,0 +1,229 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+)
+
+// Sysctls IPVS needs on every kernel (the same kube-proxy's IPVS mode sets):
+//   - vs/conntrack=1: keep conntrack entries for IPVS connections, which the
+//     masquerade rules and the conntrack cleanup of UDP real servers need;
+//   - vs/expire_nodest_conn=1: drop a connection's entry once its real
+//     server is deleted, so the next packet is rescheduled;
+//   - vs/expire_quiescent_template=1: expire persistence templates of a
+//     real server at weight 0, so a draining endpoint gets no new clients;
+//   - ip_forward=1: NATed traffic to a pod on another node is forwarded.
+var requiredSysctls = []string{
+	"net/ipv4/vs/conntrack",
+	"net/ipv4/vs/expire_nodest_conn",
+	"net/ipv4/vs/expire_quiescent_template",
+	"net/ipv4/ip_forward",
+}
+
+const sysctlConnReuse = "net/ipv4/vs/conn_reuse_mode"
+
+// Init creates the dummy link if it is missing, brings it up and sets the
+// sysctls. Running it again changes nothing that is already right.
+func (d *Dataplane) Init(ctx context.Context) error {
+	err := d.do(ctx, "init", func(h *handles) error {
+		link, err := d.ensureLink(h.nl)
+		if err != nil {
+			return err
+		}
+		if err := h.nl.LinkSetUp(link); err != nil {
+			return fmt.Errorf("set link %s up: %w", d.linkName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("init dataplane: %w", err)
+	}
+	if err := d.setSysctls(); err != nil {
+		return fmt.Errorf("init dataplane: %w", err)
+	}
+	return nil
+}
+
+func (d *Dataplane) ensureLink(h *netlink.Handle) (netlink.Link, error) {
+	link, err := h.LinkByName(d.linkName)
+	if err == nil {
+		if link.Type() != "dummy" {
+			// kube-proxy made it a dummy too; anything else was made by
+			// someone else, but its addresses still make VIPs local.
+			d.log.Warn("VIP link is not a dummy link", zap.String("link", d.linkName), zap.String("type", link.Type()))
+		}
+		return link, nil
+	}
+	if !isLinkNotFound(err) {
+		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
+	}
+	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: d.linkName}}
+	if err := h.LinkAdd(dummy); err != nil {
+		return nil, fmt.Errorf("create dummy link %s: %w", d.linkName, err)
+	}
+	link, err = h.LinkByName(d.linkName)
+	if err != nil {
+		return nil, fmt.Errorf("look up link %s after creating it: %w", d.linkName, err)
+	}
+	return link, nil
+}
+
+func isLinkNotFound(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf) || errors.Is(err, unix.ENODEV)
+}
+
+// setSysctls writes the sysctls IPVS needs, and conn_reuse_mode by kernel
+// version (see dataplane.ConnReuseFor).
+func (d *Dataplane) setSysctls() error {
+	var errs []error
+	for _, k := range requiredSysctls {
+		if err := d.writeSysctl(k, "1"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	release, err := os.ReadFile(filepath.Join(d.procSys, "kernel/osrelease"))
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("read kernel release: %w", err))...)
+	}
+	v, err := dataplane.ParseKernelVersion(string(release))
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	switch dataplane.ConnReuseFor(v) {
+	case dataplane.ConnReuseSetZero:
+		if err := d.writeSysctl(sysctlConnReuse, "0"); err != nil {
+			errs = append(errs, err)
+		}
+	case dataplane.ConnReuseUnsupported:
+		d.log.Warn("kernel too old to set conn_reuse_mode", zap.String("kernel", v.String()))
+	}
+	return errors.Join(errs...)
+}
+
+// writeSysctl writes value unless the sysctl already holds it.
+func (d *Dataplane) writeSysctl(key, value string) error {
+	p := filepath.Join(d.procSys, key)
+	cur, err := os.ReadFile(p)
+	if err == nil && strings.TrimSpace(string(cur)) == value {
+		return nil
+	}
+	if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("set sysctl %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
+	}
+	return nil
+}
+
+// listAddrs returns the VIPs on the link: every address but IPv6
+// link-local ones, which the kernel adds to any up link. A missing link
+// holds nothing. An interrupted dump is an error, never a short list.
+func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
+	link, err := h.nl.LinkByName(d.linkName)
+	if isLinkNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
+	}
+	list, err := h.nl.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
+	}
+	out := make([]netip.Addr, 0, len(list))
+	for _, a := range list {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			return nil, fmt.Errorf("address %v on %s", a.IP, d.linkName)
+		}
+		ip = ip.Unmap()
+		if ip.Is6() && ip.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+// hostAddr is addr as a host route's address: /32 or /128. NODAD because a
+// VIP is owned by every node at once; duplicate detection would only delay
+// it (a dummy link skips DAD anyway, this says so explicitly).
+func hostAddr(addr netip.Addr) *netlink.Addr {
+	addr = addr.Unmap()
+	bits := addr.BitLen()
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
+	if addr.Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
+}
+
+// linkFor finds the link or says it does not exist.
+func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
+	link, err := h.nl.LinkByName(d.linkName)
+	if isLinkNotFound(err) {
+		return nil, fmt.Errorf("link %s: %w", d.linkName, dataplane.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
+	}
+	return link, nil
+}
+
+// AddAddr binds a VIP to the link.
+func (d *Dataplane) AddAddr(ctx context.Context, addr netip.Addr) error {
+	err := d.do(ctx, "bind address", func(h *handles) error {
+		link, err := d.linkFor(h)
+		if err != nil {
+			return err
+		}
+		return addrErrs.wrap(h.nl.AddrAdd(link, hostAddr(addr)))
+	})
+	if err != nil {
+		return fmt.Errorf("bind %s to %s: %w", addr, d.linkName, err)
+	}
+	return nil
+}
+
+// DeleteAddr unbinds a VIP from the link.
+func (d *Dataplane) DeleteAddr(ctx context.Context, addr netip.Addr) error {
+	err := d.do(ctx, "unbind address", func(h *handles) error {
+		link, err := d.linkFor(h)
+		if err != nil {
+			return err
+		}
+		return addrErrs.wrap(h.nl.AddrDel(link, hostAddr(addr)))
+	})
+	if err != nil {
+		return fmt.Errorf("unbind %s from %s: %w", addr, d.linkName, err)
+	}
+	return nil
+}
+
+// DeleteLink removes the link and with it every VIP; the IPVS table stays.
+func (d *Dataplane) DeleteLink(ctx context.Context) error {
+	err := d.do(ctx, "delete link", func(h *handles) error {
+		link, err := d.linkFor(h)
+		if err != nil {
+			return err
+		}
+		return addrErrs.wrap(h.nl.LinkDel(link))
+	})
+	if err != nil {
+		return fmt.Errorf("delete link %s: %w", d.linkName, err)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+//go:build linux
+
+// Package linux is the dataplane on a real kernel: IPVS through
+// github.com/moby/ipvs, the VIP link and its addresses through
+// github.com/vishvananda/netlink, conntrack through github.com/ti-mo/conntrack.
+//
+// Two facts about moby/ipvs shape this package (see docs on KERNEL-LAB):
+// on a kernel without IPVS it reports success and later panics, so New checks
+// for IPVS itself; and a Handle is not safe for concurrent use and an
+// unanswered request never returns, so every call is serialized and bounded
+// by its context, and a handle that timed out is thrown away.
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/ti-mo/conntrack"
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+)
+
+// Options configure New. The zero value is usable.
+type Options struct {
+	// Logger receives warnings (a foreign link type, a sysctl that could not
+	// be set); nil logs nothing.
+	Logger *zap.Logger
+	// LinkName is the dummy link holding the VIPs; default dataplane.LinkName.
+	LinkName string
+	// CallTimeout bounds a call whose context has no deadline, so that no
+	// kernel request can hang the agent; default one minute.
+	CallTimeout time.Duration
+	// ProcSys is where sysctls are written; default /proc/sys.
+	ProcSys string
+}
+
+// Dataplane talks to the kernel. Its methods may be called from several
+// goroutines: they are serialized.
+type Dataplane struct {
+	log      *zap.Logger
+	linkName string
+	timeout  time.Duration
+	procSys  string
+
+	mu     sync.Mutex
+	h      *handles // nil until needed, and after a call timed out
+	closed bool
+}
+
+var _ dataplane.Dataplane = (*Dataplane)(nil)
+
+// handles are the kernel sockets one call uses. A call that times out may
+// still be running in its goroutine, so it keeps its own handles and the
+// Dataplane drops them rather than share them with the next call.
+type handles struct {
+	ipvs *ipvs.Handle
+	nl   *netlink.Handle
+	ct   *conntrack.Conn // dialled on first use
+}
+
+func (h *handles) close() {
+	if h.ipvs != nil {
+		h.ipvs.Close()
+	}
+	if h.nl != nil {
+		h.nl.Close()
+	}
+	if h.ct != nil {
+		_ = h.ct.Close()
+	}
+}
+
+// New checks that the kernel has IPVS and opens the netlink sockets.
+// It returns an error wrapping dataplane.ErrUnsupported when IPVS is missing.
+func New(opts Options) (*Dataplane, error) {
+	d := &Dataplane{
+		log:      opts.Logger,
+		linkName: opts.LinkName,
+		timeout:  opts.CallTimeout,
+		procSys:  opts.ProcSys,
+	}
+	if d.log == nil {
+		d.log = zap.NewNop()
+	}
+	d.log = d.log.Named("dataplane")
+	if d.linkName == "" {
+		d.linkName = dataplane.LinkName
+	}
+	if d.timeout <= 0 {
+		d.timeout = time.Minute
+	}
+	if d.procSys == "" {
+		d.procSys = "/proc/sys"
+	}
+	if err := checkIPVS(d.timeout); err != nil {
+		return nil, err
+	}
+	h, err := openHandles()
+	if err != nil {
+		return nil, err
+	}
+	d.h = h
+	return d, nil
+}
+
+// checkIPVS looks up the IPVS generic-netlink family. The lookup makes the
+// kernel load ip_vs if it is a module, so a node where nobody ran modprobe
+// still works; only a kernel built without IPVS fails. moby/ipvs cannot be
+// trusted for this: without IPVS it reports success.
+func checkIPVS(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := bounded(ctx, func() error {
+		_, err := netlink.GenlFamilyGet("IPVS")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (generic netlink family IPVS: %v): %w",
+			err, dataplane.ErrUnsupported)
+	}
+	return nil
+}
+
+func openHandles() (*handles, error) {
+	ih, err := ipvs.New("")
+	if err != nil {
+		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	nh, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		ih.Close()
+		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
+	}
+	return &handles{ipvs: ih, nl: nh}, nil
+}
+
+// bounded runs fn in a goroutine and returns its error, or ctx's when ctx
+// ends first (fn then finishes on its own; its result is dropped).
+func bounded(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// do runs one kernel call: serialized, on live handles, bounded by ctx (or
+// by CallTimeout when ctx has no deadline). what names the operation in the
+// error when the call is abandoned.
+func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%s: dataplane is closed", what)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+	}
+	if d.h == nil {
+		h, err := openHandles()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		d.h = h
+	}
+	h := d.h
+	err := bounded(ctx, func() error { return fn(h) })
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The request may still be pending on these sockets: closing them
+		// unblocks it, and the next call opens fresh ones.
+		h.close()
+		d.h = nil
+		d.log.Warn("kernel call abandoned", zap.String("op", what), zap.Error(err))
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return err
+}
+
+// Close releases the sockets; later calls fail.
+func (d *Dataplane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.h != nil {
+		d.h.close()
+		d.h = nil
+	}
+	d.closed = true
+	return nil
+}

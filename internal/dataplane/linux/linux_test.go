@@ -1,0 +1,67 @@
+//go:build linux
+
+package linux_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/dataplanetest"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+)
+
+// requireKernel is set where a real IPVS kernel is promised (the CI VM):
+// there a missing kernel feature fails the test instead of skipping it, so
+// the real-kernel suite can never pass by not running.
+func requireKernel() bool { return os.Getenv("KUBE_IPVS_REQUIRE_KERNEL") == "1" }
+
+// skipOrFail skips with the reason, or fails when the kernel is required.
+func skipOrFail(t *testing.T, reason string) {
+	t.Helper()
+	if requireKernel() {
+		t.Fatalf("KUBE_IPVS_REQUIRE_KERNEL=1 but %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// newLinux opens the real dataplane and empties the kernel before and after
+// the test. It changes the machine's IPVS table and kube-ipvs0: run it only
+// in a VM or a throwaway network namespace.
+func newLinux(t *testing.T) dataplane.Dataplane {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "the linux dataplane test needs root")
+	}
+	dp, err := linux.New(linux.Options{})
+	if errors.Is(err, dataplane.ErrUnsupported) {
+		skipOrFail(t, err.Error())
+	}
+	if err != nil {
+		t.Fatalf("open linux dataplane: %v", err)
+	}
+	clean := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return dataplanetest.Clean(ctx, dp)
+	}
+	if err := clean(); err != nil {
+		t.Fatalf("empty the kernel before the test: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := clean(); err != nil {
+			t.Errorf("empty the kernel after the test: %v", err)
+		}
+		if err := dp.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return dp
+}
+
+func TestContract(t *testing.T) {
+	dataplanetest.Run(t, newLinux)
+}
