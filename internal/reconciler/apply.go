@@ -1,0 +1,125 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+)
+
+// apply runs the operations in order, recording each success in the
+// observed cache. A failed operation does not stop the others; their errors
+// are joined, and the next sync re-reads the kernel. Two failures hold back
+// an address operation: a VIP whose virtual server could not be created is
+// not bound (a bound VIP always has its virtual server, or traffic to it is
+// accepted locally and dropped), and a VIP whose virtual server could not be
+// deleted stays bound (the binding is what makes the server ours, so the
+// next sync can still remove it).
+func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err error) {
+	var errs []error
+	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
+	var udpGone []netip.AddrPort
+	for _, op := range ops {
+		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
+			continue
+		}
+		if e := r.applyOne(ctx, op); e != nil {
+			failed++
+			errs = append(errs, fmt.Errorf("%s: %w", op, e))
+			r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
+			if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
+				held[op.VS.Key.Addr] = true
+			}
+			continue
+		}
+		r.log.Debug("applied", zap.Stringer("op", op))
+		r.conntrackTodo(op, &udpGone)
+		op.ApplyTo(&r.observed)
+	}
+	r.flushConntrack(ctx, udpGone)
+	return failed, errors.Join(errs...)
+}
+
+// conntrackTodo notes the UDP real servers an applied operation removed: a
+// removed real server, or every real server of a removed virtual server.
+// UDP has no connection end, so without deleting their conntrack entries a
+// client that keeps its source port (DNS!) would keep talking to a dead pod.
+func (r *Reconciler) conntrackTodo(op plan.Op, todo *[]netip.AddrPort) {
+	k := op.VS.Key
+	if k.Proto != model.UDP {
+		return
+	}
+	switch op.Kind {
+	case plan.DeleteReal:
+		*todo = append(*todo, op.RS.Addr)
+	case plan.DeleteService:
+		if svc, ok := r.observed.Services[k]; ok {
+			for addr := range svc.Reals {
+				*todo = append(*todo, addr)
+			}
+		}
+	}
+}
+
+// flushConntrack deletes the conntrack entries of removed UDP real servers.
+// A failure is logged, not returned: the table itself is right, and the
+// entries time out on their own.
+func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort) {
+	seen := map[netip.AddrPort]bool{}
+	for _, rs := range reals {
+		if seen[rs] || r.stillServing(rs) {
+			continue
+		}
+		seen[rs] = true
+		n, err := r.opt.Dataplane.FlushConntrack(ctx, model.UDP, rs)
+		if err != nil {
+			r.log.Warn("delete conntrack entries", zap.Stringer("rs", rs), zap.Error(err))
+			continue
+		}
+		r.log.Debug("deleted conntrack entries", zap.Stringer("rs", rs), zap.Int("entries", n))
+	}
+}
+
+// stillServing tells whether another UDP virtual server still sends to the
+// real server, whose flows must then be left alone.
+func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
+	for k, svc := range r.observed.Services {
+		if k.Proto != model.UDP {
+			continue
+		}
+		if real, ok := svc.Reals[rs]; ok && real.Weight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// applyOne sends one operation to the dataplane.
+func (r *Reconciler) applyOne(ctx context.Context, op plan.Op) error {
+	dp := r.opt.Dataplane
+	k := op.VS.Key
+	switch op.Kind {
+	case plan.AddService:
+		return dp.AddService(ctx, op.VS)
+	case plan.UpdateService:
+		return dp.UpdateService(ctx, op.VS)
+	case plan.AddReal:
+		return dp.AddReal(ctx, k, op.RS)
+	case plan.UpdateReal:
+		return dp.UpdateReal(ctx, k, op.RS)
+	case plan.DeleteReal:
+		return dp.DeleteReal(ctx, k, op.RS.Addr)
+	case plan.DeleteService:
+		return dp.DeleteService(ctx, k)
+	case plan.BindAddr:
+		return dp.AddAddr(ctx, op.Addr)
+	case plan.UnbindAddr:
+		return dp.DeleteAddr(ctx, op.Addr)
+	}
+	return fmt.Errorf("unknown operation kind %s", op.Kind)
+}

@@ -1,0 +1,195 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// service builds a ClusterIP Service with one named port.
+func service(name, ip string, proto corev1.Protocol, port int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:       corev1.ServiceTypeClusterIP,
+			ClusterIP:  ip,
+			ClusterIPs: []string{ip},
+			Ports:      []corev1.ServicePort{{Name: "p", Protocol: proto, Port: port}},
+		},
+	}
+}
+
+// endpoint is one endpoint's address and conditions for slice().
+type endpoint struct {
+	addr        string
+	terminating bool
+}
+
+func ready(addr string) endpoint       { return endpoint{addr: addr} }
+func terminating(addr string) endpoint { return endpoint{addr: addr, terminating: true} }
+
+// slice builds an IPv4 EndpointSlice of a Service with port "p".
+func slice(svc string, proto corev1.Protocol, port int32, eps ...endpoint) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svc + "-abc",
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("p"), Protocol: &proto, Port: &port}},
+	}
+	for _, e := range eps {
+		r, t := !e.terminating, e.terminating
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{e.addr},
+			Conditions: discoveryv1.EndpointConditions{Ready: &r, Serving: ptr(true), Terminating: &t},
+		})
+	}
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// clock is a settable test clock.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// recorder collects the warnings a reconciler reports.
+type recorder struct{ warnings []string }
+
+func (r *recorder) ServiceWarning(name model.ServiceName, reason, msg string) {
+	r.warnings = append(r.warnings, fmt.Sprintf("%s %s: %s", name, reason, msg))
+}
+
+// rig is a reconciler on a fake kernel with a synced store.
+type rig struct {
+	t     *testing.T
+	fake  *fake.Fake
+	store *snapshot.Store
+	rec   *Reconciler
+	clock *clock
+	out   *bytes.Buffer
+	warn  *recorder
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{t: t, fake: fake.New(), store: snapshot.NewStore(), clock: &clock{t: time.Unix(1_700_000_000, 0)}, out: &bytes.Buffer{}, warn: &recorder{}}
+	r.restart()
+	return r
+}
+
+// options are the reconciler options every test uses.
+func (r *rig) options() Options {
+	return Options{
+		Dataplane: r.fake,
+		Store:     r.store,
+		Translate: translate.Config{
+			NodeName: "node-a", Scheduler: "rr", NodePortAddresses: []string{config.NodePortPrimary},
+			IPv4: true, IPv6: true, DrainTimeout: 2 * time.Minute,
+		},
+		NodePortRange: config.PortRange{First: 30000, Last: 32767},
+		Out:           r.out,
+		Recorder:      r.warn,
+		Now:           r.clock.now,
+	}
+}
+
+// restart replaces the reconciler with a fresh one (an agent restart) on
+// the same kernel; the store is marked dirty for every Service as a fresh
+// source would.
+func (r *rig) restart() {
+	r.rec = New(r.options())
+	if err := r.rec.Init(context.Background()); err != nil {
+		r.t.Fatalf("init: %v", err)
+	}
+	for _, n := range r.store.ServiceNames() {
+		svc, slices := r.store.Service(n)
+		r.store.SetService(svc)
+		for _, s := range slices {
+			r.store.SetSlice(s)
+		}
+	}
+}
+
+// sync runs one sync and fails the test on error.
+func (r *rig) sync(full bool) Status {
+	r.t.Helper()
+	st, err := r.rec.Sync(context.Background(), full)
+	if err != nil {
+		r.t.Fatalf("sync: %v", err)
+	}
+	return st
+}
+
+// expectDump compares the fake kernel's table with want.
+func (r *rig) expectDump(want string) {
+	r.t.Helper()
+	if got := r.fake.Dump(); got != want {
+		r.t.Fatalf("kernel holds:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// mutating counts the calls that changed (or tried to change) the kernel.
+func mutating(f *fake.Fake) int {
+	n := 0
+	for m, c := range f.Calls() {
+		switch m {
+		case "Observe", "Conns":
+		default:
+			n += c
+		}
+	}
+	return n
+}
+
+func rsRef(vs model.VSKey, rs string) (model.VSKey, netip.AddrPort) {
+	return vs, netip.MustParseAddrPort(rs)
+}
+
+// newUnsyncedStore is a store still waiting for a source.
+func newUnsyncedStore() *snapshot.Store { return snapshot.NewStore("services") }
+
+// mustState builds a state from Dump text (only the lines tests use).
+func mustState(t *testing.T, dump string) model.State {
+	t.Helper()
+	s := model.NewState()
+	for _, line := range strings.Split(strings.TrimSpace(dump), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case f[0] == "-A":
+			k := parseKey(t, f[1], f[2])
+			s.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: f[4]}, Reals: map[netip.AddrPort]model.RealServer{}}
+		case f[0] == "-a":
+			k := parseKey(t, f[1], f[2])
+			w, _ := strconv.Atoi(f[7])
+			rs := model.RealServer{Addr: netip.MustParseAddrPort(f[4]), Weight: w}
+			s.Services[k].Reals[rs.Addr] = rs
+		case f[0] == "addr":
+			s.Addrs[netip.MustParseAddr(f[1])] = struct{}{}
+		}
+	}
+	return s
+}
+
+func parseKey(t *testing.T, flag, ap string) model.VSKey {
+	t.Helper()
+	p := map[string]model.Protocol{"-t": model.TCP, "-u": model.UDP, "--sctp-service": model.SCTP}[flag]
+	a := netip.MustParseAddrPort(ap)
+	return model.NewVSKey(p, a.Addr(), a.Port())
+}

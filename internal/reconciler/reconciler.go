@@ -1,0 +1,95 @@
+// Package reconciler owns one Sync: take what changed, translate it, diff it
+// against the cached observed state, apply the operations, and keep the
+// cache in step with what was applied. A full observe of the kernel happens
+// at start, on the periodic resync and after any failure.
+package reconciler
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// Recorder reports a Service's problem to its owner (a Kubernetes Event).
+type Recorder interface {
+	ServiceWarning(name model.ServiceName, reason, message string)
+}
+
+// Options wire a reconciler.
+type Options struct {
+	Dataplane     dataplane.Dataplane
+	Store         *snapshot.Store
+	Translate     translate.Config
+	NodePortRange config.PortRange
+	Exclude       []netip.Prefix
+	Timeouts      dataplane.Timeouts
+	// DryRun prints the operations to Out instead of applying them.
+	DryRun   bool
+	Out      io.Writer
+	Log      *zap.Logger
+	Recorder Recorder         // may be nil
+	Now      func() time.Time // nil: time.Now
+}
+
+// Reconciler keeps the kernel in step with the store. Not safe for
+// concurrent use: the runner calls Sync from one goroutine.
+type Reconciler struct {
+	opt Options
+	log *zap.Logger
+
+	observed     model.State
+	conns        map[dataplane.RealRef]model.Conns
+	haveObserved bool
+	needFull     bool
+	prunedOnce   bool // a full sync ran after every source had synced
+
+	desired desiredSet
+	drains  map[dataplane.RealRef]time.Time
+	last    Status
+}
+
+// New returns a reconciler; call Init before the first Sync.
+func New(opt Options) *Reconciler {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Log == nil {
+		opt.Log = zap.NewNop()
+	}
+	return &Reconciler{
+		opt:     opt,
+		log:     opt.Log.Named("reconciler"),
+		desired: newDesiredSet(),
+		drains:  map[dataplane.RealRef]time.Time{},
+	}
+}
+
+// Init prepares the node (link, sysctls, IPVS timeouts). A dry run changes
+// nothing, so it skips this.
+func (r *Reconciler) Init(ctx context.Context) error {
+	if r.opt.DryRun {
+		return nil
+	}
+	if err := r.opt.Dataplane.Init(ctx); err != nil {
+		return err
+	}
+	return r.opt.Dataplane.SetTimeouts(ctx, r.opt.Timeouts)
+}
+
+// Desired returns the whole desired state (a copy), for inspection.
+func (r *Reconciler) Desired() model.State { return r.desired.state.Clone() }
+
+// Observed returns the cached observed state (a copy), for inspection.
+func (r *Reconciler) Observed() model.State { return r.observed.Clone() }
+
+// Last returns the status of the last sync.
+func (r *Reconciler) Last() Status { return r.last }

@@ -1,0 +1,255 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// drainRecheck is how soon a sync is wanted again while real servers drain,
+// so a drained one goes soon after its last connection closes.
+const drainRecheck = 2 * time.Second
+
+// Status describes one finished sync.
+type Status struct {
+	Time     time.Time
+	Full     bool
+	Services int // Services re-translated
+	Ops      int // operations planned
+	Failed   int // operations that failed
+	Draining int
+	Duration time.Duration
+	Err      error
+	// Requeue, when non-zero, asks for another (incremental) sync this soon.
+	Requeue time.Duration
+}
+
+// Sync brings the kernel in step with the store. full forces a fresh
+// observe of the kernel and a diff of everything, which repairs drift made
+// by anyone else; otherwise only the Services that changed (and draining
+// real servers) are diffed against the cached observed state.
+func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
+	st := Status{Time: r.opt.Now()}
+	synced := r.opt.Store.Synced()
+	// The first sync after every source has synced is full: only then may
+	// what nobody asked for be pruned.
+	full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
+	st.Full = full
+	if full {
+		if err := r.observe(ctx); err != nil {
+			return r.finish(st, err)
+		}
+	}
+	scope := r.retranslate(&st)
+	if full {
+		scope = r.everything()
+	}
+	r.addDraining(ctx, scope, full)
+	desired := scope.Of(r.desired.state)
+	observed := scope.Of(r.observed)
+	st.Draining = drain(drainInput{
+		desired: desired, observed: observed, conns: r.conns, since: r.drains,
+		timeout: r.drainTimeout, now: st.Time,
+	})
+	forgetDrains(r.drains, r.desired.state)
+	ops := plan.Diff(desired, observed, r.owner())
+	if !synced {
+		ops = withoutDeletes(ops)
+	}
+	st.Ops = len(ops)
+	if st.Draining > 0 {
+		st.Requeue = drainRecheck
+	}
+	if r.opt.DryRun {
+		return r.finish(st, r.print(ops))
+	}
+	failed, err := r.apply(ctx, ops)
+	st.Failed = failed
+	if err == nil && synced && full {
+		r.prunedOnce = true
+	}
+	return r.finish(st, err)
+}
+
+// finish records and logs a sync's outcome.
+func (r *Reconciler) finish(st Status, err error) (Status, error) {
+	st.Err = err
+	st.Duration = r.opt.Now().Sub(st.Time)
+	r.last = st
+	if err != nil {
+		r.needFull = true
+		return st, err
+	}
+	if st.Ops > 0 || st.Full && r.log.Core().Enabled(zap.DebugLevel) {
+		r.log.Info("synced", zap.Bool("full", st.Full), zap.Int("services", st.Services),
+			zap.Int("ops", st.Ops), zap.Int("draining", st.Draining), zap.Duration("took", st.Duration))
+	}
+	return st, nil
+}
+
+// observe reads the whole kernel state into the cache. On error the cache
+// is left as it was: a doubtful read never drives a prune.
+func (r *Reconciler) observe(ctx context.Context) error {
+	obs, err := r.opt.Dataplane.Observe(ctx)
+	if err != nil {
+		return fmt.Errorf("observe kernel state: %w", err)
+	}
+	r.observed, r.conns = obs.State, obs.Conns
+	if r.conns == nil {
+		r.conns = map[dataplane.RealRef]model.Conns{}
+	}
+	r.haveObserved, r.needFull = true, false
+	return nil
+}
+
+// retranslate translates every Service that changed and folds the results
+// into the desired set; it returns the scope those changes touch.
+func (r *Reconciler) retranslate(st *Status) plan.Scope {
+	scope := plan.NewScope()
+	changes := r.opt.Store.Take()
+	names := changes.Services
+	node := r.opt.Store.Node()
+	if changes.Node {
+		names = append(r.opt.Store.ServiceNames(), r.desired.names()...)
+	}
+	for _, name := range names {
+		svc, slices := r.opt.Store.Service(name)
+		res := translate.Service(svc, slices, node, r.opt.Translate)
+		st.Services++
+		if res.Err != nil {
+			r.warn(name, "InvalidService", res.Err)
+			continue // the last good translation stays in force
+		}
+		if res.Skipped != "" {
+			r.log.Debug("service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
+		}
+		for _, err := range r.desired.replace(name, res, scope) {
+			r.warn(name, "DuplicateVirtualServer", err)
+		}
+	}
+	return scope
+}
+
+// warn logs a Service's problem and reports it as an Event when possible.
+func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
+	r.log.Error("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.Error(err))
+	if r.opt.Recorder != nil {
+		r.opt.Recorder.ServiceWarning(name, reason, err.Error())
+	}
+}
+
+// everything is the scope of a full sync: all we want and all there is.
+func (r *Reconciler) everything() plan.Scope {
+	sc := plan.NewScope()
+	for _, s := range []model.State{r.desired.state, r.observed} {
+		for k := range s.Services {
+			sc.Keys[k] = struct{}{}
+		}
+		for a := range s.Addrs {
+			sc.Addrs[a] = struct{}{}
+		}
+	}
+	return sc
+}
+
+// addDraining widens an incremental scope to the virtual servers with real
+// servers still draining, and refreshes their connection counters (a full
+// sync has them from the observe).
+func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool) {
+	refresh := map[model.VSKey]bool{}
+	for ref := range r.drains {
+		scope.Keys[ref.VS] = struct{}{}
+		refresh[ref.VS] = true
+	}
+	for k := range scope.Keys {
+		if want, ok := r.desired.state.Services[k]; ok && hasDeparted(want, r.observed.Services[k]) {
+			refresh[k] = true
+		}
+	}
+	if full {
+		return
+	}
+	for k := range refresh {
+		conns, err := r.opt.Dataplane.Conns(ctx, k)
+		if err != nil {
+			r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
+			continue
+		}
+		for rs, c := range conns {
+			r.conns[dataplane.RealRef{VS: k, RS: rs}] = c
+		}
+	}
+}
+
+// hasDeparted tells whether the kernel holds real servers the Service no
+// longer lists.
+func hasDeparted(want, have *model.Service) bool {
+	if have == nil {
+		return false
+	}
+	for addr := range have.Reals {
+		if _, ok := want.Reals[addr]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// drainTimeout is a virtual server's drain timeout: its Service's
+// annotation, else the flag.
+func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
+	if m, ok := r.desired.meta(k); ok {
+		return m.DrainTimeout
+	}
+	return r.opt.Translate.DrainTimeout
+}
+
+// owner builds the ownership predicate from what is bound now.
+func (r *Reconciler) owner() plan.Owner {
+	nodeAddrs := map[netip.Addr]struct{}{}
+	for _, a := range translate.NodePortAddrs(r.opt.Store.Node(), r.opt.Translate) {
+		nodeAddrs[a] = struct{}{}
+	}
+	return plan.Owner{
+		LinkAddrs:     r.observed.Addrs,
+		NodeAddrs:     nodeAddrs,
+		NodePortRange: r.opt.NodePortRange,
+		Exclude:       r.opt.Exclude,
+		IPv4:          r.opt.Translate.IPv4,
+		IPv6:          r.opt.Translate.IPv6,
+	}
+}
+
+// withoutDeletes drops every removal: until every source has synced, the
+// absence of an object proves nothing.
+func withoutDeletes(ops []plan.Op) []plan.Op {
+	out := ops[:0:0]
+	for _, op := range ops {
+		switch op.Kind {
+		case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr:
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// print writes the planned operations, one ipvsadm-style line each.
+func (r *Reconciler) print(ops []plan.Op) error {
+	var errs []error
+	for _, op := range ops {
+		if _, err := fmt.Fprintln(r.opt.Out, op.String()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,119 @@
+// Package runner drives syncs: it coalesces bursts of changes so that syncs
+// are at least MinInterval apart, runs a full resync every Period, asks for
+// an early incremental sync when the last one wants it (draining real
+// servers), and retries failures with exponential backoff.
+package runner
+
+import (
+	"context"
+	"time"
+)
+
+// SyncFunc runs one sync. full asks for a fresh read of the kernel. A
+// non-zero requeue asks for another sync that soon.
+type SyncFunc func(ctx context.Context, full bool) (requeue time.Duration, err error)
+
+// Runner is the coalescing sync loop.
+type Runner struct {
+	Sync        SyncFunc
+	Trigger     <-chan struct{} // something changed (coalesced by the sender)
+	MinInterval time.Duration
+	Period      time.Duration
+	// Backoff is the first retry delay after a failure, doubled per failure
+	// up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// OnError is told about each failed sync (for logging); may be nil.
+	OnError func(err error, retryIn time.Duration)
+}
+
+// loop is the runner's schedule between syncs.
+type loop struct {
+	dirty, full bool
+	due         time.Time // a pending sync runs not before this
+	retryAt     time.Time // after a failure, nothing runs before this
+	last        time.Time // when the last sync ended
+	nextFull    time.Time
+	failures    int
+}
+
+// Run syncs once at start (full), then whenever triggered, until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	now := time.Now()
+	l := loop{dirty: true, full: true, due: now, nextFull: now.Add(r.Period)}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.Trigger:
+			l.dirty = true
+			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
+		case <-timer.C:
+		}
+		now := time.Now()
+		if !now.Before(l.nextFull) {
+			l.dirty, l.full = true, true
+			l.due = later(now, l.retryAt)
+		}
+		if l.dirty && !now.Before(l.due) {
+			requeue, err := r.Sync(ctx, l.full)
+			r.after(&l, requeue, err)
+		}
+		wake := l.nextFull
+		if l.dirty && l.due.Before(wake) {
+			wake = l.due
+		}
+		resetTimer(timer, time.Until(wake))
+	}
+}
+
+// after updates the schedule with a sync's outcome.
+func (r *Runner) after(l *loop, requeue time.Duration, err error) {
+	l.last = time.Now()
+	if l.full {
+		l.nextFull = l.last.Add(r.Period)
+	}
+	if err != nil {
+		delay := r.backoff(l.failures)
+		l.failures++
+		l.retryAt = l.last.Add(delay)
+		l.dirty, l.full, l.due = true, true, l.retryAt
+		if r.OnError != nil {
+			r.OnError(err, delay)
+		}
+		return
+	}
+	l.failures, l.retryAt = 0, time.Time{}
+	l.dirty, l.full = requeue > 0, false
+	l.due = l.last.Add(max(requeue, r.MinInterval))
+}
+
+// backoff is the delay after the n+1st consecutive failure.
+func (r *Runner) backoff(n int) time.Duration {
+	b := r.Backoff
+	if b <= 0 {
+		b = time.Second
+	}
+	ceiling := max(r.MaxBackoff, b)
+	for ; n > 0 && b < ceiling; n-- {
+		b *= 2
+	}
+	return min(b, ceiling)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	select {
+	case <-t.C:
+	default:
+	}
+	t.Reset(max(d, 0))
+}

@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// call is one sync the runner made, with its time since start.
+type call struct {
+	at   time.Duration
+	full bool
+}
+
+// harness runs a runner under synctest's fake clock and records its syncs.
+type harness struct {
+	start   time.Time
+	calls   []call
+	trigger chan struct{}
+	fail    func(n int) error
+	requeue func(n int) time.Duration
+}
+
+func (h *harness) sync(ctx context.Context, full bool) (time.Duration, error) {
+	n := len(h.calls)
+	h.calls = append(h.calls, call{at: time.Since(h.start), full: full})
+	var err error
+	if h.fail != nil {
+		err = h.fail(n)
+	}
+	var rq time.Duration
+	if h.requeue != nil {
+		rq = h.requeue(n)
+	}
+	return rq, err
+}
+
+func (h *harness) poke() {
+	select {
+	case h.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func run(t *testing.T, h *harness, body func()) {
+	synctest.Test(t, func(t *testing.T) {
+		h.start = time.Now()
+		h.trigger = make(chan struct{}, 1)
+		r := &Runner{Sync: h.sync, Trigger: h.trigger, MinInterval: time.Second, Period: 30 * time.Second,
+			Backoff: time.Second, MaxBackoff: 8 * time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		body()
+		cancel()
+		<-done
+	})
+}
+
+func TestBurstIsCoalescedAndMinIntervalKept(t *testing.T) {
+	h := &harness{}
+	run(t, h, func() {
+		time.Sleep(100 * time.Millisecond)
+		for range 50 {
+			h.poke()
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second)
+	})
+	// Start (full at 0), then the burst: one sync at 1s (min interval after
+	// the first), one more for pokes that came after it... the burst ends at
+	// 0.6s, so all of it folds into the sync at 1s.
+	if len(h.calls) != 2 || !h.calls[0].full || h.calls[1].full || h.calls[1].at != time.Second {
+		t.Fatalf("calls %+v, want full at 0 then one incremental at 1s", h.calls)
+	}
+}
+
+func TestPeriodicFullResync(t *testing.T) {
+	h := &harness{}
+	run(t, h, func() { time.Sleep(95 * time.Second) })
+	want := []call{{0, true}, {30 * time.Second, true}, {60 * time.Second, true}, {90 * time.Second, true}}
+	if len(h.calls) != len(want) {
+		t.Fatalf("calls %+v, want %+v", h.calls, want)
+	}
+	for i := range want {
+		if h.calls[i] != want[i] {
+			t.Fatalf("calls %+v, want %+v", h.calls, want)
+		}
+	}
+}
+
+func TestFailureRetriesWithBackoffAsFullSync(t *testing.T) {
+	h := &harness{fail: func(n int) error {
+		if n < 3 {
+			return errors.New("boom")
+		}
+		return nil
+	}}
+	run(t, h, func() { time.Sleep(20 * time.Second) })
+	// Fails at 0, retries after 1s, 2s, 4s: at 1, 3, 7; succeeds at 7.
+	want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second}
+	if len(h.calls) < 4 {
+		t.Fatalf("calls %+v", h.calls)
+	}
+	for i, at := range want {
+		if h.calls[i].at != at || !h.calls[i].full {
+			t.Fatalf("calls %+v, want full syncs at %v", h.calls, want)
+		}
+	}
+	if len(h.calls) != 4 {
+		t.Fatalf("synced again after recovering with nothing to do: %+v", h.calls)
+	}
+}
+
+func TestRequeueAsksForAnEarlyIncrementalSync(t *testing.T) {
+	h := &harness{requeue: func(n int) time.Duration {
+		if n < 2 {
+			return 2 * time.Second
+		}
+		return 0
+	}}
+	run(t, h, func() { time.Sleep(10 * time.Second) })
+	want := []call{{0, true}, {2 * time.Second, false}, {4 * time.Second, false}}
+	if len(h.calls) != len(want) {
+		t.Fatalf("calls %+v, want %+v", h.calls, want)
+	}
+	for i := range want {
+		if h.calls[i] != want[i] {
+			t.Fatalf("calls %+v, want %+v", h.calls, want)
+		}
+	}
+}
