@@ -29,7 +29,9 @@ func events() []func(r *rig) {
 		evs = append(evs,
 			func(r *rig) { r.store.SetService(service(name, ip, proto, 80)) },
 			func(r *rig) { r.store.SetSlice(slice(name, proto, 8080, ready(ep(1)), ready(ep(2)))) },
-			func(r *rig) { r.store.SetSlice(slice(name, proto, 8080, ready(ep(1)), terminating(ep(2)), ready(ep(3)))) },
+			func(r *rig) {
+				r.store.SetSlice(slice(name, proto, 8080, ready(ep(1)), terminating(ep(2)), ready(ep(3))))
+			},
 			func(r *rig) {
 				s := service(name, ip, proto, 80)
 				s.Annotations = map[string]string{"kube-ipvs.io/scheduler": "lc"}
