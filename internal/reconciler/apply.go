@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
@@ -28,7 +29,7 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
 			continue
 		}
-		if e := r.applyOne(ctx, op); e != nil {
+		if e := applyOp(ctx, r.opt.Dataplane, op); e != nil {
 			failed++
 			errs = append(errs, fmt.Errorf("%s: %w", op, e))
 			r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
@@ -99,9 +100,8 @@ func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
 	return false
 }
 
-// applyOne sends one operation to the dataplane.
-func (r *Reconciler) applyOne(ctx context.Context, op plan.Op) error {
-	dp := r.opt.Dataplane
+// applyOp sends one operation to the dataplane.
+func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
 	k := op.VS.Key
 	switch op.Kind {
 	case plan.AddService:

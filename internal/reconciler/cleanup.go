@@ -1,0 +1,65 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+)
+
+// CleanupOptions say what cleanup may consider ours besides the link's
+// addresses: virtual servers on these node addresses within the NodePort
+// range.
+type CleanupOptions struct {
+	NodeAddrs     []netip.Addr
+	NodePortRange config.PortRange
+	Exclude       []netip.Prefix
+}
+
+// Cleanup removes everything the agent owns (its virtual servers, the VIPs
+// and the link) and nothing else: the same ownership predicate as a sync
+// with nothing desired, so foreign services survive. It returns the
+// operations it applied.
+func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([]plan.Op, error) {
+	obs, err := dp.Observe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("observe kernel state: %w", err)
+	}
+	owner := plan.Owner{
+		LinkAddrs:     obs.State.Addrs,
+		NodeAddrs:     map[netip.Addr]struct{}{},
+		NodePortRange: opt.NodePortRange,
+		Exclude:       opt.Exclude,
+		IPv4:          true,
+		IPv6:          true,
+	}
+	for _, a := range opt.NodeAddrs {
+		owner.NodeAddrs[a] = struct{}{}
+	}
+	ops := plan.Diff(model.NewState(), obs.State, owner)
+	var errs []error
+	var done []plan.Op
+	for _, op := range ops {
+		if op.Kind == plan.UnbindAddr {
+			continue // the link goes whole below
+		}
+		if err := applyOp(ctx, dp, op); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", op, err))
+			continue
+		}
+		done = append(done, op)
+	}
+	if len(errs) > 0 {
+		// Keep the link: its addresses are what mark the rest as ours.
+		return done, errors.Join(errs...)
+	}
+	if err := dp.DeleteLink(ctx); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
+		return done, fmt.Errorf("delete link %s: %w", dataplane.LinkName, err)
+	}
+	return done, nil
+}
