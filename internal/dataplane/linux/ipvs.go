@@ -190,6 +190,14 @@ func (d *Dataplane) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPo
 		if err != nil {
 			return destErrs.wrap(err)
 		}
+		if len(dests) == 0 {
+			// The kernel dumps no destinations for a missing service rather
+			// than failing (checked on 6.1): ask for the service itself,
+			// which answers ESRCH when it is missing.
+			if _, err := h.ipvs.GetService(keyOnly(vs)); err != nil {
+				return serviceErrs.wrap(err)
+			}
+		}
 		for _, dst := range dests {
 			rs, c, err := fromDest(dst)
 			if err != nil {
