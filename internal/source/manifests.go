@@ -1,0 +1,376 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+)
+
+// Defaults for the folder watch.
+const (
+	DefaultRescan   = 5 * time.Second
+	DefaultDebounce = 100 * time.Millisecond
+)
+
+// Manifests reads every *.yaml, *.yml and *.json file in Dir (several YAML
+// documents per file and v1 List objects are allowed) holding Service,
+// EndpointSlice and Node objects, and keeps the Store equal to them.
+//
+// A file that does not parse or holds an invalid object is reported (Log
+// and Problems) and its last good content stays in force; nothing else
+// changes. A removed file removes its objects. An object defined in two
+// files is taken from the first file by name and reported on the later one.
+// Only objects that really changed reach the Store, so rewriting a file with
+// the same content marks nothing dirty.
+//
+// This node's Node is the Node named NodeName; when there is none, and the
+// folder holds exactly one Node, that one (so the demo folder works on any
+// host name). Otherwise there is no Node.
+type Manifests struct {
+	Dir      string
+	NodeName string
+	Store    *snapshot.Store
+	Log      *zap.Logger
+	Problems func(p Problem) // optional; called for every problem reported
+
+	Rescan   time.Duration // safety-net full rescan while running; 0: DefaultRescan
+	Debounce time.Duration // quiet time after a change before reading; 0: DefaultDebounce
+
+	mu       sync.Mutex
+	files    map[string]*fileState // by base name
+	applied  map[objKey]runtime.Object
+	node     *corev1.Node    // the Node put in the store; nil for none
+	reported map[string]bool // duplicate-object problems already reported
+}
+
+// fileState remembers, per file, the bytes last read (to skip unchanged
+// files and not report the same problem on every rescan) and the last
+// content that was good.
+type fileState struct {
+	raw  []byte
+	good []object
+}
+
+// Load reads the whole folder once, applies it to the Store and marks the
+// "manifests" source synced. It returns the problems found, joined; the good
+// files are applied all the same. An unreadable folder changes nothing.
+func (m *Manifests) Load() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	problems, err := m.scanLocked(true)
+	if err != nil {
+		return err
+	}
+	m.Store.SetSynced(SourceManifests)
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = p
+	}
+	return errors.Join(errs...)
+}
+
+// Run loads the folder and then follows changes to it until ctx ends. File
+// events are debounced (editors write in bursts); a periodic rescan covers
+// events the watch misses (a folder replaced, a network file system).
+func (m *Manifests) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch manifest folder %s: %w", m.Dir, err)
+	}
+	defer w.Close()
+	// Watch before the first read, so no change falls between the two.
+	if err := w.Add(m.Dir); err != nil {
+		return fmt.Errorf("watch manifest folder %s: %w", m.Dir, err)
+	}
+	if err := m.Load(); err != nil && !isProblems(err) {
+		return err
+	}
+	rescan := time.NewTicker(cmpOr(m.Rescan, DefaultRescan))
+	defer rescan.Stop()
+	debounce := time.NewTimer(0)
+	<-debounce.C
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("watch manifest folder %s: watcher closed", m.Dir)
+			}
+			debounce.Reset(cmpOr(m.Debounce, DefaultDebounce))
+		case err, ok := <-w.Errors:
+			if ok {
+				// An overflow loses events: the next rescan repairs it.
+				m.log().Warn("manifest folder watch error", zap.String("dir", m.Dir), zap.Error(err))
+			}
+		case <-debounce.C:
+			m.rescan(w)
+		case <-rescan.C:
+			m.rescan(w)
+		}
+	}
+}
+
+func (m *Manifests) rescan(w *fsnotify.Watcher) {
+	// A folder deleted and made again loses its watch; take it up again.
+	if len(w.WatchList()) == 0 {
+		_ = w.Add(m.Dir)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.scanLocked(false); err != nil {
+		// Never prune on a doubtful read: keep everything as it is.
+		m.log().Error("read manifest folder", zap.String("dir", m.Dir), zap.Error(err))
+	}
+}
+
+func isProblems(err error) bool {
+	var p Problem
+	return errors.As(err, &p)
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (m *Manifests) log() *zap.Logger {
+	if m.Log == nil {
+		return zap.NewNop()
+	}
+	return m.Log
+}
+
+// scanLocked reads the folder, updates the per-file state, merges all files
+// and applies the difference to the Store. full re-reads and re-reports
+// everything; otherwise unchanged files are skipped and only new problems
+// are reported. It returns the problems it reported.
+func (m *Manifests) scanLocked(full bool) ([]Problem, error) {
+	if m.files == nil {
+		m.files = map[string]*fileState{}
+		m.applied = map[objKey]runtime.Object{}
+		m.reported = map[string]bool{}
+	}
+	names, err := listManifests(m.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var problems []Problem
+	for _, name := range names {
+		problems = append(problems, m.readFile(name, full)...)
+	}
+	for name := range m.files {
+		if !slices.Contains(names, name) {
+			delete(m.files, name)
+		}
+	}
+	desired, dups := m.merge(names)
+	problems = append(problems, m.newDuplicates(dups, full)...)
+	m.apply(desired)
+	m.applyNode(desired)
+	for _, p := range problems {
+		m.report(p)
+	}
+	return problems, nil
+}
+
+// listManifests returns the sorted base names of the manifest files in dir.
+// Hidden files are skipped: editors keep swap and backup files there.
+func listManifests(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest folder %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !hasManifestExt(name) {
+			continue
+		}
+		// Follow symlinks (a mounted ConfigMap links every key into ..data).
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || info.IsDir() {
+			continue
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func hasManifestExt(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// readFile re-reads one file and updates its state; a bad file keeps its
+// last good content.
+func (m *Manifests) readFile(name string, full bool) []Problem {
+	path := filepath.Join(m.Dir, name)
+	st := m.files[name]
+	if st == nil {
+		st = &fileState{}
+		m.files[name] = st
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(m.files, name) // gone since the listing: removed
+		return nil
+	}
+	if err != nil {
+		return []Problem{{File: path, Err: fmt.Errorf("read: %w", err)}}
+	}
+	if !full && st.raw != nil && bytes.Equal(st.raw, data) {
+		return nil
+	}
+	st.raw = data
+	objs, problems := parseFile(path, data)
+	if len(problems) == 0 {
+		st.good = objs
+	}
+	return problems
+}
+
+// placed is where an object of the merged view came from.
+type placed struct {
+	object
+	file string
+}
+
+// merge builds the folder's view: every object of every file, first file
+// (by name) and first document wins. names is the sorted list of files.
+func (m *Manifests) merge(names []string) (map[objKey]placed, []Problem) {
+	desired := map[objKey]placed{}
+	var dups []Problem
+	for _, name := range names {
+		st := m.files[name]
+		if st == nil {
+			continue
+		}
+		path := filepath.Join(m.Dir, name)
+		for _, o := range st.good {
+			if first, ok := desired[o.key]; ok {
+				dups = append(dups, Problem{File: path, Doc: o.doc, Object: o.key.String(),
+					Err: fmt.Errorf("already defined in %s document %d; this one is ignored", first.file, first.doc)})
+				continue
+			}
+			desired[o.key] = placed{o, path}
+		}
+	}
+	return desired, dups
+}
+
+// newDuplicates keeps the duplicates that were not reported last time (all
+// of them when full), and remembers the current set.
+func (m *Manifests) newDuplicates(dups []Problem, full bool) []Problem {
+	now := map[string]bool{}
+	var fresh []Problem
+	for _, p := range dups {
+		s := p.Error()
+		now[s] = true
+		if full || !m.reported[s] {
+			fresh = append(fresh, p)
+		}
+	}
+	m.reported = now
+	return fresh
+}
+
+// apply puts into the Store the Services and EndpointSlices that differ
+// from what it holds, and deletes the ones that went away.
+func (m *Manifests) apply(desired map[objKey]placed) {
+	for key := range m.applied {
+		if _, ok := desired[key]; !ok {
+			m.deleteObject(key)
+			delete(m.applied, key)
+		}
+	}
+	for key, p := range desired {
+		if key.kind == "Node" {
+			continue // handled by applyNode: only one Node is ours
+		}
+		if old, ok := m.applied[key]; ok && equality.Semantic.DeepEqual(old, p.obj) {
+			continue
+		}
+		switch o := p.obj.(type) {
+		case *corev1.Service:
+			m.Store.SetService(o)
+		case *discoveryv1.EndpointSlice:
+			m.Store.SetSlice(o)
+		}
+		m.applied[key] = p.obj
+	}
+}
+
+func (m *Manifests) deleteObject(key objKey) {
+	switch key.kind {
+	case "Service":
+		m.Store.DeleteService(model.ServiceName{Namespace: key.namespace, Name: key.name})
+	case "EndpointSlice":
+		m.Store.DeleteSlice(key.namespace, key.name)
+	}
+}
+
+// applyNode picks this node's Node from the folder and puts it in the Store
+// when it changed.
+func (m *Manifests) applyNode(desired map[objKey]placed) {
+	var nodes []*corev1.Node
+	for key, p := range desired {
+		if key.kind == "Node" {
+			nodes = append(nodes, p.obj.(*corev1.Node))
+		}
+	}
+	var chosen *corev1.Node
+	if p, ok := desired[objKey{kind: "Node", name: m.NodeName}]; ok && m.NodeName != "" {
+		chosen = p.obj.(*corev1.Node)
+	} else if len(nodes) == 1 {
+		chosen = nodes[0]
+	}
+	if (chosen == nil && m.node == nil) || (chosen != nil && m.node != nil && equality.Semantic.DeepEqual(m.node, chosen)) {
+		return
+	}
+	if nodeName(chosen) != nodeName(m.node) {
+		m.log().Info("manifest node chosen", zap.String("node", nodeName(chosen)),
+			zap.String("nodeName", m.NodeName), zap.Int("nodes", len(nodes)))
+	}
+	m.node = chosen
+	m.Store.SetNode(chosen)
+}
+
+func (m *Manifests) report(p Problem) {
+	m.log().Error("manifest problem", zap.String("file", p.File), zap.Int("doc", p.Doc),
+		zap.String("object", p.Object), zap.Error(p.Err))
+	if m.Problems != nil {
+		m.Problems(p)
+	}
+}
+
+func nodeName(n *corev1.Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.Name
+}

@@ -1,0 +1,26 @@
+package source
+
+import "fmt"
+
+// Problem is one manifest that could not be used: a file that does not
+// read or parse, or an object that fails validation, or an object defined
+// twice. The last good content of the file stays in force.
+type Problem struct {
+	File   string // path as Dir joined with the file name
+	Doc    int    // 1-based YAML document number; 0 when the whole file is at fault
+	Object string // "Service default/web"; empty when the document did not decode
+	Err    error
+}
+
+func (p Problem) Error() string {
+	s := p.File
+	if p.Doc > 0 {
+		s += fmt.Sprintf(": document %d", p.Doc)
+	}
+	if p.Object != "" {
+		s += " (" + p.Object + ")"
+	}
+	return s + ": " + p.Err.Error()
+}
+
+func (p Problem) Unwrap() error { return p.Err }
