@@ -1,0 +1,161 @@
+//go:build linux
+
+package linux_test
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/ti-mo/conntrack"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// These tests read back, with other tools, what the contract suite cannot
+// see through the interface. Like the suite, they run only on a kernel with
+// IPVS (the VM) and change its global settings.
+
+func readSysctl(t *testing.T, key string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/" + key)
+	if err != nil {
+		t.Fatalf("read sysctl %s: %v", key, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestInitSetsSysctls(t *testing.T) {
+	dp := newLinux(t)
+	connReuseBefore := readSysctl(t, "net/ipv4/vs/conn_reuse_mode")
+	if err := dp.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn",
+		"net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
+		if got := readSysctl(t, k); got != "1" {
+			t.Errorf("after Init %s = %s, want 1", k, got)
+		}
+	}
+	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := dataplane.ParseKernelVersion(string(release))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := connReuseBefore
+	if dataplane.ConnReuseFor(v) == dataplane.ConnReuseSetZero {
+		want = "0"
+	}
+	if got := readSysctl(t, "net/ipv4/vs/conn_reuse_mode"); got != want {
+		t.Errorf("kernel %s: conn_reuse_mode = %s after Init, want %s", v, got, want)
+	}
+}
+
+func TestSetTimeoutsReadBack(t *testing.T) {
+	dp := newLinux(t)
+	ctx := t.Context()
+	h, err := ipvs.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	before, err := h.GetConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.SetConfig(before) })
+
+	if err := dp.SetTimeouts(ctx, dataplane.Timeouts{TCP: 2 * time.Hour, TCPFin: 30 * time.Second, UDP: 45 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// Zero keeps: only UDP changes.
+	if err := dp.SetTimeouts(ctx, dataplane.Timeouts{UDP: 90 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.GetConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ipvs.Config{TimeoutTCP: 2 * time.Hour, TimeoutTCPFin: 30 * time.Second, TimeoutUDP: 90 * time.Second}
+	if *got != want {
+		t.Fatalf("timeouts: got %+v, want %+v", *got, want)
+	}
+}
+
+// natFlow is a conntrack entry as IPVS leaves it for a NATed connection:
+// client -> vip in the original direction, real -> client in the reply.
+func natFlow(proto uint8, client, vip, real netip.AddrPort) conntrack.Flow {
+	f := conntrack.NewFlow(proto, 0, client.Addr(), vip.Addr(), client.Port(), vip.Port(), 120, 0)
+	f.TupleReply.IP.SourceAddress = real.Addr()
+	f.TupleReply.Proto.SourcePort = real.Port()
+	return f
+}
+
+func TestFlushConntrack(t *testing.T) {
+	dp := newLinux(t)
+	ctx := t.Context()
+	ct, err := conntrack.Dial(nil)
+	if err != nil {
+		t.Fatalf("open conntrack: %v", err)
+	}
+	defer ct.Close()
+
+	client := netip.MustParseAddrPort("10.0.0.50:40000")
+	client2 := netip.MustParseAddrPort("10.0.0.51:40001")
+	client3 := netip.MustParseAddrPort("10.0.0.52:40002")
+	vip := netip.MustParseAddrPort("10.96.0.10:53")
+	gone := netip.MustParseAddrPort("10.244.1.5:53")
+	stays := netip.MustParseAddrPort("10.244.1.6:53")
+	client6 := netip.MustParseAddrPort("[fd00::50]:40000")
+	vip6 := netip.MustParseAddrPort("[fd00:96::10]:53")
+	gone6 := netip.MustParseAddrPort("[fd00:244::5]:53")
+
+	flows := []conntrack.Flow{
+		natFlow(syscall.IPPROTO_UDP, client, vip, gone),   // deleted
+		natFlow(syscall.IPPROTO_UDP, client2, vip, gone),  // deleted
+		natFlow(syscall.IPPROTO_UDP, client3, vip, stays), // other real
+		natFlow(syscall.IPPROTO_TCP, client, vip, gone),   // other protocol
+		natFlow(syscall.IPPROTO_UDP, client6, vip6, gone6),
+	}
+	for _, f := range flows {
+		if err := ct.Create(f); err != nil {
+			t.Fatalf("create flow %s: %v", f.TupleOrig, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, f := range flows {
+			_ = ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig})
+		}
+	})
+
+	n, err := dp.FlushConntrack(ctx, model.UDP, gone)
+	if err != nil || n != 2 {
+		t.Fatalf("flush UDP %s: got %d, %v; want 2, nil", gone, n, err)
+	}
+	n, err = dp.FlushConntrack(ctx, model.UDP, gone6)
+	if err != nil || n != 1 {
+		t.Fatalf("flush UDP %s: got %d, %v; want 1, nil", gone6, n, err)
+	}
+	// What must stay, stayed; what went, went.
+	for i, f := range flows {
+		_, err := ct.Get(conntrack.Flow{TupleOrig: f.TupleOrig})
+		deleted := i == 0 || i == 1 || i == 4
+		switch {
+		case deleted && err == nil:
+			t.Errorf("flow %s (reply from %s) survived the flush", f.TupleOrig, f.TupleReply.IP.SourceAddress)
+		case !deleted && err != nil:
+			t.Errorf("flow %s (reply from %s) is gone: %v", f.TupleOrig, f.TupleReply.IP.SourceAddress, err)
+		case deleted && !errors.Is(err, syscall.ENOENT):
+			t.Errorf("get deleted flow %s: %v, want ENOENT", f.TupleOrig, err)
+		}
+	}
+}
