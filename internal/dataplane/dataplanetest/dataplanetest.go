@@ -34,6 +34,7 @@ func Run(t *testing.T, newDP Factory) {
 		{"UnknownScheduler", testUnknownScheduler},
 		{"RealServers", testRealServers},
 		{"IPv6RealServers", testIPv6RealServers},
+		{"ForeignForwarding", testForeignForwarding},
 		{"DeleteServiceDeletesReals", testDeleteServiceDeletesReals},
 		{"Addresses", testAddresses},
 		{"AddressesNeedLink", testAddressesNeedLink},
@@ -434,4 +435,19 @@ func testCanceledContext(t *testing.T, dp dataplane.Dataplane) {
 	mustFailWith(t, "observe with a canceled context", err, context.Canceled)
 	// A dataplane stays usable after a canceled call.
 	wantState(t, observe(t, ctxFor(t), dp), stateOf(nil))
+}
+
+// testForeignForwarding: kube-ipvs only masquerades, but a dump must render
+// other tools' real servers truthfully. The kernel keeps a routed or
+// tunnelled real's port as given (ipvsadm is what forces it to the
+// service's port; checked on 6.1).
+func testForeignForwarding(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	k := tcp4(vip4, 80)
+	must(t, "add service", dp.AddService(ctx, rr(k)))
+	route := model.RealServer{Addr: netip.MustParseAddrPort("10.244.3.1:81"), Weight: 1, Forward: model.Route}
+	tunnel := model.RealServer{Addr: netip.MustParseAddrPort("10.244.3.2:82"), Weight: 2, Forward: model.Tunnel}
+	must(t, "add routed real", dp.AddReal(ctx, k, route))
+	must(t, "add tunnelled real", dp.AddReal(ctx, k, tunnel))
+	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(k), route, tunnel)))
 }
