@@ -49,6 +49,9 @@ type Dataplane struct {
 	timeout  time.Duration
 	procSys  string
 
+	// open makes fresh sockets (a seam for tests of the timeout path).
+	open func() (*handles, error)
+
 	mu     sync.Mutex
 	h      *handles // nil until needed, and after a call timed out
 	closed bool
@@ -85,6 +88,7 @@ func New(opts Options) (*Dataplane, error) {
 		linkName: opts.LinkName,
 		timeout:  opts.CallTimeout,
 		procSys:  opts.ProcSys,
+		open:     openHandles,
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
@@ -102,7 +106,7 @@ func New(opts Options) (*Dataplane, error) {
 	if err := checkIPVS(d.timeout); err != nil {
 		return nil, err
 	}
-	h, err := openHandles()
+	h, err := d.open()
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +176,7 @@ func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) err
 		defer cancel()
 	}
 	if d.h == nil {
-		h, err := openHandles()
+		h, err := d.open()
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
