@@ -1,0 +1,44 @@
+# kube-ipvs. `make test` is what CI runs; `make demo` shows the agent at work
+# in a throwaway VM with a real IPVS kernel. Both install what they need.
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+BIN      := bin/kube-ipvs
+
+.PHONY: all build static test unit contract agent-vm demo vet fmt clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
+
+# A static binary: what the VM and the container image run.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
+
+# Everything: pure-logic and fake-kernel tests here, then the same dataplane
+# contract suite and the agent itself on a real IPVS kernel in the VM.
+test: vet unit contract agent-vm
+
+unit:
+	$(GO) test -count=1 ./...
+
+contract:
+	scripts/contract-vm.sh
+
+agent-vm:
+	scripts/agent-vm.sh
+
+demo:
+	scripts/demo.sh
+
+vet:
+	@test -z "$$(gofmt -l cmd internal e2e 2>/dev/null)" || { gofmt -l cmd internal e2e; echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w cmd internal
+
+clean:
+	rm -rf bin

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/runner"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := config.Default()
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	agentFlags(fs, &c)
+	if !parseFlags(fs, args, &c, stderr) {
+		return 2
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	if err := agent(ctx, c, log, stdout); err != nil {
+		log.Error("agent failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// agent wires the pieces and runs them: source -> store -> reconciler ->
+// dataplane, driven by the runner (or once).
+func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
+	node := nodeName(c.HostnameOverride)
+	log.Info("starting", zap.String("version", version), zap.String("node", node))
+	dp, err := linux.New(linux.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("open dataplane: %w", err)
+	}
+	defer dp.Close()
+	src, err := newSource(c, node, log)
+	if err != nil {
+		return err
+	}
+	defer src.stop()
+	rec := reconciler.New(reconcilerOptions(c, node, dp, src, log, stdout))
+	if err := rec.Init(ctx); err != nil {
+		return fmt.Errorf("prepare node: %w", err)
+	}
+	if c.Once || c.DryRun {
+		return once(ctx, src, rec)
+	}
+	go func() {
+		if err := src.run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("source stopped", zap.Error(err))
+		}
+	}()
+	r := runner.Runner{
+		Sync: func(ctx context.Context, full bool) (time.Duration, error) {
+			st, err := rec.Sync(ctx, full)
+			return st.Requeue, err
+		},
+		Trigger:     src.store.Notify(),
+		MinInterval: c.MinSyncPeriod,
+		Period:      c.SyncPeriod,
+		Backoff:     time.Second,
+		MaxBackoff:  c.SyncPeriod,
+		OnError: func(err error, retryIn time.Duration) {
+			log.Error("sync failed", zap.Error(err), zap.Duration("retry_in", retryIn))
+		},
+	}
+	return r.Run(ctx)
+}
+
+func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src *input, log *zap.Logger, out io.Writer) reconciler.Options {
+	return reconciler.Options{
+		Dataplane: dp,
+		Store:     src.store,
+		Translate: translate.Config{
+			NodeName:          node,
+			Scheduler:         c.Scheduler,
+			NodePortAddresses: c.NodePortAddresses,
+			HostAddrs:         hostAddrs(log),
+			IPv4:              c.IPv4,
+			IPv6:              c.IPv6,
+			ServiceProxyName:  c.ServiceProxyName,
+			DrainTimeout:      c.DrainTimeout,
+		},
+		NodePortRange: c.NodePortRange,
+		Exclude:       c.ExcludeCIDRs,
+		Timeouts:      dataplane.Timeouts{TCP: c.TCPTimeout, TCPFin: c.TCPFinTimeout, UDP: c.UDPTimeout},
+		DryRun:        c.DryRun,
+		Out:           out,
+		Log:           log,
+		Recorder:      src.recorder,
+	}
+}
+
+// once waits for the source's initial state, then runs one full sync.
+func once(ctx context.Context, src *input, rec *reconciler.Reconciler) error {
+	loadErr := src.load(ctx)
+	if loadErr != nil && !src.store.Synced() {
+		return loadErr
+	}
+	_, err := rec.Sync(ctx, true)
+	return errors.Join(loadErr, err)
+}
+
+// hostAddrs lists this host's interface addresses except the VIPs on our
+// own link: the candidates for CIDR-selected NodePort addresses.
+func hostAddrs(log *zap.Logger) []netip.Addr {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		log.Warn("list interfaces", zap.Error(err))
+		return nil
+	}
+	var out []netip.Addr
+	for _, ifc := range ifaces {
+		if ifc.Name == dataplane.LinkName {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+					out = append(out, ip.Unmap())
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+)
+
+// runCleanup removes everything the agent owns and nothing else.
+func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := config.Default()
+	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	fs.Func("nodeport-range", "NodePort range: virtual servers on node addresses in it are ours (default 30000-32767)", func(s string) error {
+		r, err := config.ParsePortRange(s)
+		c.NodePortRange = r
+		return err
+	})
+	fs.Func("exclude-cidrs", "comma-separated CIDRs never to delete", func(s string) error {
+		ps, err := parsePrefixes(s)
+		c.ExcludeCIDRs = ps
+		return err
+	})
+	logFlags(fs, &c)
+	if !parseFlags(fs, args, &c, stderr) {
+		return 2
+	}
+	log, err := newLogger(c)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	dp, err := linux.New(linux.Options{Logger: log})
+	if err != nil {
+		log.Error("open dataplane", zap.Error(err))
+		return 1
+	}
+	defer dp.Close()
+	ops, err := reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
+		NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs,
+	})
+	for _, op := range ops {
+		fmt.Fprintln(stdout, op)
+	}
+	if err != nil {
+		log.Error("cleanup incomplete", zap.Error(err))
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,58 @@
+// Command kube-ipvs is a node agent that load-balances Kubernetes Services
+// with the kernel's IPVS. Subcommands: agent, cleanup, version.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `kube-ipvs: load-balance Kubernetes Services with IPVS
+
+Usage:
+  kube-ipvs agent [flags]     keep this node's IPVS table in step with the cluster (or --manifests DIR)
+  kube-ipvs cleanup [flags]   remove everything kube-ipvs programmed (virtual servers, VIPs, the link)
+  kube-ipvs version           print the version
+
+Run "kube-ipvs COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a command line and returns the process exit code:
+// 0 success, 1 failure, 2 bad usage.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[1], args[2:]
+	_ = filepath.Base(args[0]) // room for an ipvsadm link name (a later issue)
+	switch cmd {
+	case "agent":
+		return runAgent(ctx, rest, stdout, stderr)
+	case "cleanup":
+		return runCleanup(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "kube-ipvs", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "kube-ipvs: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}

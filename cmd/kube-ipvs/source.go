@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/source"
+)
+
+// input is whichever of the two sources the flags chose, behind the same
+// store: the rest of the agent cannot tell them apart.
+type input struct {
+	store    *snapshot.Store
+	run      func(ctx context.Context) error // follow changes until ctx ends
+	load     func(ctx context.Context) error // deliver the initial state, then return
+	recorder reconciler.Recorder
+	stop     func()
+}
+
+func newSource(c config.Config, node string, log *zap.Logger) (*input, error) {
+	if c.ManifestsDir != "" {
+		return manifestSource(c, node, log), nil
+	}
+	return kubeSource(c, node, log)
+}
+
+func manifestSource(c config.Config, node string, log *zap.Logger) *input {
+	store := snapshot.NewStore(source.SourceManifests)
+	m := &source.Manifests{Dir: c.ManifestsDir, NodeName: node, Store: store, Log: log}
+	return &input{
+		store: store,
+		run:   m.Run,
+		load:  func(context.Context) error { return m.Load() },
+		stop:  func() {},
+	}
+}
+
+func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
+	client, err := source.NewClient(c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	store := snapshot.NewStore(source.SourcesKubernetes...)
+	k := &source.Kubernetes{Client: client, NodeName: node, ServiceProxyName: c.ServiceProxyName, Store: store, Log: log}
+	rec, stopRec := source.NewEventRecorder(client, node, log)
+	src := &input{store: store, run: k.Run, recorder: rec, stop: stopRec}
+	src.load = func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- k.Run(ctx) }()
+		for !store.Synced() {
+			select {
+			case <-ctx.Done():
+				cancel()
+				return ctx.Err()
+			case err := <-errc:
+				cancel()
+				return fmt.Errorf("kubernetes source: %w", err)
+			case <-store.Notify():
+			}
+		}
+		src.stop = func() { cancel(); stopRec() }
+		return nil
+	}
+	return src, nil
+}
