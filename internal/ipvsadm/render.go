@@ -1,0 +1,488 @@
+package ipvsadm
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Format is how a listing is printed: ipvsadm's FMT_* flags.
+type Format struct {
+	Numeric        bool // -n
+	Rule           bool // -S: the save format
+	Stats          bool // --stats
+	Rate           bool // --rate
+	Thresholds     bool // --thresholds
+	PersistentConn bool // --persistent-conn
+	NoSort         bool // --nosort
+	Exact          bool // --exact
+	TunInfo        bool // --tun-info
+}
+
+// printer carries one rendering's format and name source.
+type printer struct {
+	b     strings.Builder
+	f     Format
+	names Names
+}
+
+func newPrinter(f Format, names Names) *printer {
+	if names == nil || f.Numeric {
+		names = NoNames{}
+	}
+	return &printer{f: f, names: names}
+}
+
+func (p *printer) printf(format string, args ...any) { fmt.Fprintf(&p.b, format, args...) }
+
+// RenderAll is `ipvsadm -L` (or -S when f.Rule): the version header (not in
+// the save format), the column titles and every service, sorted unless
+// f.NoSort.
+func RenderAll(f Format, l Listing, names Names) string {
+	p := newPrinter(f, names)
+	if !f.Rule {
+		v := l.Info.Version
+		p.printf("IP Virtual Server version %d.%d.%d (size=%d)\n",
+			(v>>16)&0xff, (v>>8)&0xff, v&0xff, int32(l.Info.ConnTabSize))
+	}
+	svcs := append([]Service(nil), l.Services...)
+	if !f.NoSort {
+		msort(svcs, cmpServices)
+	}
+	p.title()
+	for i := range svcs {
+		p.service(&svcs[i])
+	}
+	return p.b.String()
+}
+
+// RenderService is `ipvsadm -L -t VIP:PORT`: titles and that one service,
+// without the version header.
+func RenderService(f Format, svc Service, names Names) string {
+	p := newPrinter(f, names)
+	p.title()
+	p.service(&svc)
+	return p.b.String()
+}
+
+// RenderTimeouts is `ipvsadm -L --timeout`.
+func RenderTimeouts(t Timeouts) string {
+	return fmt.Sprintf("Timeout (tcp tcpfin udp): %d %d %d\n",
+		int32(t.TCP), int32(t.TCPFin), int32(t.UDP))
+}
+
+// RenderDaemons is `ipvsadm -L --daemon`: one line per running sync daemon.
+func RenderDaemons(ds []Daemon) string {
+	var b strings.Builder
+	for _, d := range ds {
+		var kind string
+		switch {
+		case d.State&1 != 0:
+			kind = "master"
+		case d.State&2 != 0:
+			kind = "backup"
+		default:
+			continue
+		}
+		fmt.Fprintf(&b, "%s sync daemon (mcast=%s, syncid=%d", kind, d.MCastIfn, int32(d.SyncID))
+		if d.SyncMaxLen != 0 {
+			fmt.Fprintf(&b, ", maxlen=%d", d.SyncMaxLen)
+		}
+		if d.MCastGroup.IsValid() {
+			fmt.Fprintf(&b, ", group=%s", ntop(d.MCastGroup))
+		}
+		if d.MCastPort != 0 {
+			fmt.Fprintf(&b, ", port=%d", d.MCastPort)
+		}
+		if d.MCastTTL != 0 {
+			fmt.Fprintf(&b, ", ttl=%d", d.MCastTTL)
+		}
+		b.WriteString(")\n")
+	}
+	return b.String()
+}
+
+// title is print_title.
+func (p *printer) title() {
+	const prot = "Prot LocalAddress:Port"
+	const remote = "  -> RemoteAddress:Port\n"
+	switch {
+	case p.f.Stats:
+		p.printf("%-33s %8s %8s %8s %8s %8s\n"+remote, prot,
+			"Conns", "InPkts", "OutPkts", "InBytes", "OutBytes")
+	case p.f.Rate:
+		p.printf("%-33s %8s %8s %8s %8s %8s\n"+remote, prot,
+			"CPS", "InPPS", "OutPPS", "InBPS", "OutBPS")
+	case p.f.Thresholds:
+		p.printf("%-33s %-10s %-10s %-10s %-10s\n"+remote, prot,
+			"Uthreshold", "Lthreshold", "ActiveConn", "InActConn")
+	case p.f.PersistentConn:
+		p.printf("%-33s %-9s %-11s %-10s %-10s\n"+remote, prot,
+			"Weight", "PersistConn", "ActiveConn", "InActConn")
+	case p.f.TunInfo:
+		p.printf("Prot LocalAddress:Port Scheduler Flags\n" +
+			"  -> RemoteAddress:Port           Forward TunnelInfo    Weight ActiveConn InActConn\n")
+	case !p.f.Rule:
+		p.printf("Prot LocalAddress:Port Scheduler Flags\n" +
+			"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n")
+	}
+}
+
+// service is print_service_entry: the service line, then its destinations.
+func (p *printer) service(se *Service) {
+	name := p.serviceName(se)
+	switch {
+	case p.f.Rule:
+		p.serviceRule(se, name)
+	case p.f.Stats:
+		p.printf("%-33s", name)
+		p.largenums(se.Stats.Conns, se.Stats.InPkts, se.Stats.OutPkts, se.Stats.InBytes, se.Stats.OutBytes)
+	case p.f.Rate:
+		p.printf("%-33s", name)
+		p.largenums(se.Stats.CPS, se.Stats.InPPS, se.Stats.OutPPS, se.Stats.InBPS, se.Stats.OutBPS)
+	default:
+		p.serviceLine(se, name)
+	}
+	p.printf("\n")
+
+	dests := append([]Dest(nil), se.Dests...)
+	if !p.f.NoSort {
+		msort(dests, cmpDests)
+	}
+	for i := range dests {
+		p.dest(se, name, &dests[i])
+	}
+}
+
+// serviceName is the service column: "TCP  10.0.0.1:80", "FWM  7 IPv6",
+// or in the save format "-t 10.0.0.1:80", "-f 7 -6".
+func (p *printer) serviceName(se *Service) string {
+	if se.FWMark != 0 {
+		mark := int32(se.FWMark) // printed with %d
+		v6 := ""
+		switch {
+		case p.f.Rule && se.AF == AFInet6:
+			v6 = " -6"
+		case se.AF == AFInet6:
+			v6 = " IPv6"
+		}
+		if p.f.Rule {
+			return fmt.Sprintf("-f %d%s", mark, v6)
+		}
+		return fmt.Sprintf("FWM  %d%s", mark, v6)
+	}
+	vname := p.addrPort(se.AF, se.Addr, se.Port, se.Protocol)
+	if p.f.Rule {
+		return serviceOption(se.Protocol) + " " + vname
+	}
+	name := fmt.Sprintf("%-4s %s", protocolName(se.Protocol), vname)
+	if se.AF != AFInet6 && len(name) > 33 {
+		name = name[:33] // ipvsadm cuts IPv4 names to the column
+	}
+	return name
+}
+
+func serviceOption(proto uint16) string {
+	switch proto {
+	case ProtoTCP:
+		return "-t"
+	case ProtoUDP:
+		return "-u"
+	case ProtoSCTP:
+		return "--sctp-service"
+	}
+	return "--xxx-service"
+}
+
+func protocolName(proto uint16) string {
+	switch proto {
+	case ProtoTCP:
+		return "TCP"
+	case ProtoUDP:
+		return "UDP"
+	case ProtoSCTP:
+		return "SCTP"
+	}
+	return "?"
+}
+
+// serviceRule is the -A line of the save format.
+func (p *printer) serviceRule(se *Service, name string) {
+	p.printf("-A %s -s %s", name, se.Scheduler)
+	if se.Flags&FlagPersistent != 0 {
+		p.printf(" -p %d", se.Timeout)
+		p.printf("%s", netmaskSuffix(se, " -M "))
+	}
+	if se.PEName != "" {
+		p.printf(" --pe %s", se.PEName)
+	}
+	if se.Flags&FlagOnePacket != 0 {
+		p.printf(" -o")
+	}
+	if se.Flags&(FlagSched1|FlagSched2|FlagSched3) != 0 {
+		p.printf(" -b %s", schedFlags(se))
+	}
+}
+
+// serviceLine is the service line of the default, --thresholds and
+// --persistent-conn listings.
+func (p *printer) serviceLine(se *Service, name string) {
+	p.printf("%s %s", name, se.Scheduler)
+	if se.Flags&(FlagSched1|FlagSched2|FlagSched3) != 0 {
+		p.printf(" (%s)", schedFlags(se))
+	}
+	if se.Flags&FlagPersistent != 0 {
+		p.printf(" persistent %d", se.Timeout)
+		p.printf("%s", netmaskSuffix(se, " mask "))
+		if se.PEName != "" {
+			p.printf(" pe %s", se.PEName)
+		}
+	}
+	if se.Flags&FlagOnePacket != 0 {
+		p.printf(" ops")
+	}
+}
+
+// netmaskSuffix prints a non-default persistence netmask: dotted for IPv4,
+// a prefix length for IPv6.
+func netmaskSuffix(se *Service, label string) string {
+	switch se.AF {
+	case AFInet:
+		if se.Netmask != 0xffffffff {
+			m := se.Netmask
+			return fmt.Sprintf("%s%d.%d.%d.%d", label, m>>24, (m>>16)&0xff, (m>>8)&0xff, m&0xff)
+		}
+	case AFInet6:
+		if se.Netmask != 128 {
+			return fmt.Sprintf("%s%d", label, int32(se.Netmask))
+		}
+	}
+	return ""
+}
+
+// schedFlags names the scheduler flags the way the service's scheduler
+// knows them (print_sched_flags).
+func schedFlags(se *Service) string {
+	var names []string
+	add := func(flag uint32, name string) {
+		if se.Flags&flag != 0 {
+			names = append(names, name)
+		}
+	}
+	switch se.Scheduler {
+	case "sh", "mh":
+		add(FlagSched1, se.Scheduler+"-fallback")
+		add(FlagSched2, se.Scheduler+"-port")
+	default:
+		add(FlagSched1, "flag-1")
+		add(FlagSched2, "flag-2")
+		add(FlagSched3, "flag-3")
+	}
+	return strings.Join(names, ",")
+}
+
+// dest prints one destination line in the chosen format.
+func (p *printer) dest(se *Service, svcName string, e *Dest) {
+	dname := p.addrPort(e.AF, e.Addr, e.Port, se.Protocol)
+	if !p.f.Rule && e.AF != AFInet6 && len(dname) > 28 {
+		dname = dname[:28]
+	}
+	st := destStats(e.Stats)
+	switch {
+	case p.f.Rule:
+		p.destRule(svcName, dname, e)
+	case p.f.Stats:
+		p.printf("  -> %-28s", dname)
+		p.largenums(st.Conns, st.InPkts, st.OutPkts, st.InBytes, st.OutBytes)
+		p.printf("\n")
+	case p.f.Rate:
+		// the three first rates are printed plainly, never as K/M/G
+		p.printf("  -> %-28s %8d %8d %8d", dname, st.CPS, st.InPPS, st.OutPPS)
+		p.largenums(st.InBPS, st.OutBPS)
+		p.printf("\n")
+	case p.f.Thresholds:
+		p.printf("  -> %-28s %-10d %-10d %-10d %-10d\n", dname,
+			e.UThreshold, e.LThreshold, e.ActiveConns, e.InactConns)
+	case p.f.PersistentConn:
+		p.printf("  -> %-28s %-9d %-11d %-10d %-10d\n", dname,
+			uint32(e.Weight), e.PersistConns, e.ActiveConns, e.InactConns)
+	case p.f.TunInfo:
+		p.printf("  -> %-28s %-7s %-13s %-6d %-10d %-10d\n", dname,
+			fwdName(e.ConnFlags), tunInfo(e), e.Weight, e.ActiveConns, e.InactConns)
+	default:
+		p.printf("  -> %-28s %-7s %-6d %-10d %-10d\n", dname,
+			fwdName(e.ConnFlags), e.Weight, e.ActiveConns, e.InactConns)
+	}
+}
+
+// destStats reproduces a libipvs quirk: it parses a destination's STATS64
+// with its 32-bit parser, so every counter but the byte counts is cut to
+// its low 32 bits (services are parsed correctly).
+func destStats(s Stats) Stats {
+	lo := func(v uint64) uint64 { return v & 0xffffffff }
+	s.Conns, s.InPkts, s.OutPkts = lo(s.Conns), lo(s.InPkts), lo(s.OutPkts)
+	s.CPS, s.InPPS, s.OutPPS = lo(s.CPS), lo(s.InPPS), lo(s.OutPPS)
+	s.InBPS, s.OutBPS = lo(s.InBPS), lo(s.OutBPS)
+	return s
+}
+
+var (
+	tunNames    = [...]string{"ipip", "gue", "gre"}
+	tunFlagText = [...]string{"-c", "+c", "r+c"}
+	tunFlagOpts = [...]string{"--tun-nocsum", "--tun-csum", "--tun-remcsum"}
+)
+
+func tunFlag(list [3]string, f uint16) string {
+	if int(f) < len(list) {
+		return list[f]
+	}
+	return "?"
+}
+
+// destRule is the -a line of the save format.
+func (p *printer) destRule(svcName, dname string, e *Dest) {
+	p.printf("-a %s -r %s %s -w %d", svcName, dname, fwdSwitch(e.ConnFlags), e.Weight)
+	if e.ConnFlags&FwdMask == FwdTunnel {
+		switch e.TunType {
+		case TunGRE:
+			p.printf(" --tun-type gre %s", tunFlag(tunFlagOpts, e.TunFlags))
+		case TunGUE:
+			p.printf(" --tun-type gue --tun-port %d %s", e.TunPort, tunFlag(tunFlagOpts, e.TunFlags))
+		case TunIPIP:
+			p.printf(" --tun-type ipip")
+		}
+	}
+	p.printf("\n")
+}
+
+func fwdName(flags uint32) string {
+	switch flags & FwdMask {
+	case FwdMasq:
+		return "Masq"
+	case FwdLocal:
+		return "Local"
+	case FwdTunnel:
+		return "Tunnel"
+	case FwdRoute:
+		return "Route"
+	}
+	return fwdUnknown
+}
+
+func fwdSwitch(flags uint32) string {
+	switch flags & FwdMask {
+	case FwdMasq:
+		return "-m"
+	case FwdTunnel:
+		return "-i"
+	case FwdLocal, FwdRoute:
+		return "-g"
+	}
+	return fwdUnknown
+}
+
+// tunInfo is the TunnelInfo column ("n/a" unless tunnelling).
+func tunInfo(e *Dest) string {
+	if e.ConnFlags&FwdMask != FwdTunnel {
+		return "n/a"
+	}
+	var s string
+	switch e.TunType {
+	case TunIPIP:
+		s = "ipip"
+	case TunGUE:
+		s = fmt.Sprintf("gue:%d:%s", e.TunPort, tunFlag(tunFlagText, e.TunFlags))
+	case TunGRE:
+		s = "gre:" + tunFlag(tunFlagText, e.TunFlags)
+	default:
+		return "n/a"
+	}
+	if len(s) > 15 { // ipvsadm's 16-byte buffer
+		s = s[:15]
+	}
+	return s
+}
+
+// largenums prints counters in 9 columns: plain below 100 million, then
+// scaled to K, M, G or T; --exact prints them whole and widens as needed.
+func (p *printer) largenums(vs ...uint64) {
+	for _, v := range vs {
+		p.b.WriteString(largenum(v, p.f.Exact))
+	}
+}
+
+func largenum(i uint64, exact bool) string {
+	if exact {
+		s := strconv.FormatUint(i, 10)
+		width := 9
+		if len(s) > 8 {
+			width = len(s) + 1
+		}
+		return fmt.Sprintf("%*s", width, s)
+	}
+	switch {
+	case i < 100_000_000:
+		return fmt.Sprintf("%9d", i)
+	case i < 1_000_000_000:
+		return fmt.Sprintf("%8dK", i/1000)
+	case i < 100_000_000_000:
+		return fmt.Sprintf("%8dM", i/1_000_000)
+	case i < 100_000_000_000_000:
+		return fmt.Sprintf("%8dG", i/1_000_000_000)
+	}
+	return fmt.Sprintf("%8dT", i/1_000_000_000_000)
+}
+
+// addrPort is addrport_to_anyname: "10.0.0.1:80", "[fd00::1]:53", or with
+// names "web.example:http"; IPv6 keeps its brackets even around a name.
+// ipvsadm builds it in a 60-byte buffer, so it is cut at 59 bytes.
+func (p *printer) addrPort(af uint16, addr netip.Addr, port uint16, proto uint16) string {
+	host := ""
+	if !p.f.Numeric {
+		host = p.names.Host(addr)
+	}
+	if host == "" {
+		host = ntop(addr)
+	}
+	portName := ""
+	if !p.f.Numeric {
+		portName = p.names.Service(port, proto)
+	}
+	if portName == "" {
+		portName = strconv.Itoa(int(port))
+	}
+	var s string
+	if af == AFInet {
+		s = host + ":" + portName
+	} else {
+		s = "[" + host + "]:" + portName
+	}
+	if len(s) > 59 {
+		s = s[:59]
+	}
+	return s
+}
+
+// ntop is inet_ntop(3). It differs from netip's String for IPv4-compatible
+// IPv6 addresses (::a.b.c.d), which glibc prints with a dotted tail.
+func ntop(a netip.Addr) string {
+	if !a.IsValid() {
+		return "0.0.0.0"
+	}
+	if a.Is4() {
+		return a.String()
+	}
+	b := a.As16()
+	zero12 := true
+	for _, x := range b[:12] {
+		if x != 0 {
+			zero12 = false
+			break
+		}
+	}
+	if zero12 && (b[12] != 0 || b[13] != 0) {
+		return fmt.Sprintf("::%d.%d.%d.%d", b[12], b[13], b[14], b[15])
+	}
+	return a.String()
+}
