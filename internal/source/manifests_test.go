@@ -294,7 +294,9 @@ func TestManifestsChanges(t *testing.T) {
 			dirty:    "kube-system/dns",
 			problems: []string{"web.yaml: document 1 (Service default/web): spec.ports[0].port: must be 1-65535"},
 		}, {
-			do:    func(t *testing.T, f *fixture) { f.write(t, "web.yaml", strings.Replace(webYAML, "10.244.2.2", "10.244.2.9", 1)) },
+			do: func(t *testing.T, f *fixture) {
+				f.write(t, "web.yaml", strings.Replace(webYAML, "10.244.2.2", "10.244.2.9", 1))
+			},
 			want:  "default/web 10.96.0.100 http:80/TCP->8080 [web-1 10.244.1.2,10.244.2.9]\nkube-system/dns 10.96.0.10 dns:5353/UDP->5353\nnode none",
 			dirty: "default/web",
 		}},
@@ -518,4 +520,3 @@ func waitFor(s *snapshot.Store, cond func() bool) bool {
 	}
 	return true
 }
-
