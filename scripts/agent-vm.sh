@@ -21,13 +21,23 @@ cp "$golden" "$work/expected.ipvsadm" 2>/dev/null || : >"$work/expected.ipvsadm"
 cat >"$work/guest.sh" <<'GUEST'
 set -u
 fail() { echo "agent-vm: FAIL: $*"; exit 1; }
+# The kernel lists services in hash-table order, and the hash mixes in a
+# per-boot value: sort whole service blocks (a service line with its real
+# servers) so the comparison does not depend on the boot.
+blocks() {
+  tab=$(printf '\t')
+  awk '/^(TCP|UDP|SCTP|FWM) /{svc=$0} {print (svc=="" ? "0" : "1 " svc) "\t" $0}' "$1" |
+    sort -s -t "$tab" -k1,1 | cut -f2-
+}
 kube-ipvs agent --manifests /examples --once --hostname-override node-a --log-level info \
   || fail "agent --once exited $?"
 ipvsadm -Ln >/tmp/got.ipvsadm
 echo "--- ipvsadm -Ln after agent --once"
 cat /tmp/got.ipvsadm
 echo "--- golden:begin"; cat /tmp/got.ipvsadm; echo "--- golden:end"
-diff -u /expected.ipvsadm /tmp/got.ipvsadm || fail "ipvsadm -Ln differs from the golden file"
+blocks /expected.ipvsadm >/tmp/want.sorted
+blocks /tmp/got.ipvsadm >/tmp/got.sorted
+diff -u /tmp/want.sorted /tmp/got.sorted || fail "ipvsadm -Ln differs from the golden file"
 iproute2-ip -o addr show dev kube-ipvs0 | grep -q '10.96.0.100/32' || fail "VIP 10.96.0.100 not bound on kube-ipvs0"
 
 plan=$(kube-ipvs agent --manifests /examples --dry-run --hostname-override node-a --log-level error) \
