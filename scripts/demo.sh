@@ -72,8 +72,14 @@ netns() {
 backend() {
   netns "$1" "$2" "$3" || die "setting up namespace $1"
   $IP netns exec "$1" echo-server -name "$1" "-$4" ":$5" >"/tmp/$1.log" 2>&1 &
-  wait_for 10 probe "-$4" "$2:$5" -n 1 -timeout 500ms || die "$1 does not answer on $4 $2:$5"
-  printf '    %-6s %-11s %s :%s\n' "$1" "$2" "$4" "$5"
+  echo "$1 $2 $4 $5" >>/tmp/backends
+}
+# backends_answer: each backend answers directly (not through IPVS yet).
+backends_answer() {
+  while read -r name addr proto port; do
+    wait_for 20 probe "-$proto" "$addr:$port" -n 1 -timeout 500ms || die "$name does not answer on $proto $addr:$port"
+    printf '    %-6s %-11s %s :%s\n' "$name" "$addr" "$proto" "$port"
+  done </tmp/backends
 }
 exited() { # exited PID: gone, or a zombie waiting for us
   s=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)
@@ -90,19 +96,22 @@ backend web-2 10.244.2.2 10.244.2.1 tcp 8080
 backend web-3 10.244.3.2 10.244.3.1 tcp 8080
 backend dns-1 10.244.1.3 10.244.1.1 udp 53
 backend dns-2 10.244.2.3 10.244.2.1 udp 53
+backends_answer
 netns client 10.0.0.2 10.0.0.1 || die "setting up the client namespace"
 echo "    client 10.0.0.2    routes via the node (10.0.0.1)"
 
 say "kube-ipvs agent --manifests /examples --hostname-override node-a"
-ls /examples | indent
-kube-ipvs agent --manifests /examples --hostname-override node-a >/tmp/agent.log 2>&1 &
+(cd /examples && ls *.yaml) | indent
+t=$(date +%s)
+# Debug level: the agent logs every operation it applies, ipvsadm-style.
+kube-ipvs agent --manifests /examples --hostname-override node-a --log-level debug >/tmp/agent.log 2>&1 &
 agent=$!
 wait_for 60 sh -c 'ipvsadm -Ln | grep -q "10.96.0.100:80"' ||
   die "no virtual server for 10.96.0.100:80 after 60s"
 # The whole folder is one sync; give it a moment to finish the other services.
 wait_for 10 sh -c 'ipvsadm -Ln | grep -q "10.96.0.10:53"'
-echo "    programmed in $(($(date +%s) - T0))s since boot of this script; VIPs on kube-ipvs0:"
-$IP -br addr show dev kube-ipvs0 | awk '{ for (i = 3; i <= NF; i++) print $i }' | indent
+echo "    the agent programmed the table $(($(date +%s) - t))s after it started; VIPs on kube-ipvs0:"
+$IP -br addr show dev kube-ipvs0 | awk '{ for (i = 3; i <= NF; i++) if ($i !~ /^fe80:/) print $i }' | indent
 
 say "ipvsadm -Ln"
 ipvsadm -Ln | indent
@@ -139,12 +148,15 @@ say "live change: $long ($addr) starts terminating in web.yaml"
 sed "/addresses: \[$addr\]/{n;s/{.*}/{ready: false, serving: true, terminating: true}/;}" \
   /examples/web.yaml >/examples/.web.yaml.new
 diff -U1 /examples/web.yaml /examples/.web.yaml.new | sed -n '4,$p' | indent
+logged=$(wc -l </tmp/agent.log)
 mv /examples/.web.yaml.new /examples/web.yaml # one rename: the agent never sees half a file
 t=$(date +%s)
 drained() { [ "$(weight_of 10.96.0.100:80 "$addr:8080")" = 0 ]; }
 wait_for 30 drained ||
   die "$long is not at weight 0 after 30s (weight: $(weight_of 10.96.0.100:80 "$addr:8080"))"
-echo "    the agent set $long to weight 0 within $(($(date +%s) - t))s"
+echo "    the agent set $long to weight 0 within $(($(date +%s) - t))s; its log:"
+wait_for 5 sh -c "tail -n +$((logged + 1)) /tmp/agent.log | grep -q synced"
+tail -n +$((logged + 1)) /tmp/agent.log | indent
 
 say "ipvsadm -Ln -t 10.96.0.100:80"
 ipvsadm -Ln -t 10.96.0.100:80 | indent
@@ -174,15 +186,37 @@ else
 fi
 exec 3>&-
 
+# stop_agent: SIGTERM, and the agent must exit promptly.
+stop_agent() {
+  kill -TERM "$agent"
+  if wait_for 15 exited "$agent"; then
+    wait "$agent"; echo "    agent exited with status $?"
+  else
+    check FAIL "the agent did not exit within 15s of SIGTERM"; kill -KILL "$agent"
+  fi
+}
+
 say "stopping the agent (SIGTERM)"
-kill -TERM "$agent"
-if wait_for 15 exited "$agent"; then
-  wait "$agent"; echo "    agent exited with status $?"
+stop_agent
+echo "    the table stays in place ($(ipvsadm -Ln | grep -c '^[TU]') virtual servers): traffic flows while the agent restarts"
+
+say "restarting the agent against the table it left: nothing to do"
+kube-ipvs agent --manifests /examples --hostname-override node-a --log-level debug >/tmp/agent2.log 2>&1 &
+agent=$!
+# Done once a sync has seen the services from the folder.
+loaded() { grep 'synced' /tmp/agent2.log | grep -qv '"services": 0,'; }
+wait_for 60 loaded || die "the restarted agent did not sync the folder within 60s"
+grep -E 'synced|applied' /tmp/agent2.log | indent
+ops=$(grep -o '"ops": [0-9]*' /tmp/agent2.log | awk '{ n += $2 } END { print n + 0 }')
+if [ "$ops" = 0 ] && drained; then
+  check OK "the restarted agent applied 0 operations; $long keeps weight 0"
 else
-  check FAIL "the agent did not exit within 15s of SIGTERM"; kill -KILL "$agent"
+  check FAIL "the restarted agent applied $ops operations to an unchanged table"
 fi
-echo "    the table stays in place for the next start ($(ipvsadm -Ln | grep -c '^[TU]') virtual servers)"
+stop_agent
+
 if [ "$failed" = 0 ]; then say "demo: every check held"; else say "demo: FAILED (see above)"; fi
+[ "$failed" = 0 ] || { echo "--- agent log (last 30 lines)"; tail -n 30 /tmp/agent.log | indent; }
 echo "DEMO-END"
 exit "$failed"
 GUEST
