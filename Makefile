@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static test unit contract agent-vm demo vet fmt clean
+.PHONY: all build static test unit contract agent-vm ipvsadm-vm demo vet fmt clean
 
 all: build
 
@@ -17,9 +17,10 @@ build:
 static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
 
-# Everything: pure-logic and fake-kernel tests here, then the same dataplane
-# contract suite and the agent itself on a real IPVS kernel in the VM.
-test: vet unit contract agent-vm
+# Everything: pure-logic and fake-kernel tests here, then on a real IPVS
+# kernel in the VM: the dataplane contract suite, the agent itself, and the
+# ipvsadm-compatible listing against the real ipvsadm.
+test: vet unit contract agent-vm ipvsadm-vm
 
 unit:
 	$(GO) test -count=1 ./...
@@ -29,6 +30,10 @@ contract:
 
 agent-vm:
 	scripts/agent-vm.sh
+
+# `kube-ipvs ipvsadm ARGS` against the real ipvsadm, byte for byte.
+ipvsadm-vm:
+	scripts/ipvsadm-vm.sh
 
 demo:
 	scripts/demo.sh

@@ -67,6 +67,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("source stopped", zap.Error(err))
 		}
 	}()
+	waitSynced(ctx, src)
 	r := runner.Runner{
 		Sync: func(ctx context.Context, full bool) (time.Duration, error) {
 			st, err := rec.Sync(ctx, full)
@@ -116,6 +117,19 @@ func once(ctx context.Context, src *input, rec *reconciler.Reconciler) error {
 	}
 	_, err := rec.Sync(ctx, true)
 	return errors.Join(loadErr, err)
+}
+
+// waitSynced blocks until the source has delivered its initial state, so
+// the first sync sees the whole cluster (a sync before it could not prune
+// and would cost a full read of the kernel for nothing).
+func waitSynced(ctx context.Context, src *input) {
+	for !src.store.Synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-src.store.Notify():
+		}
+	}
 }
 
 // hostAddrs lists this host's interface addresses except the VIPs on our

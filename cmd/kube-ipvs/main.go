@@ -1,5 +1,5 @@
 // Command kube-ipvs is a node agent that load-balances Kubernetes Services
-// with the kernel's IPVS. Subcommands: agent, cleanup, version.
+// with the kernel's IPVS. Subcommands: agent, cleanup, ipvsadm, version.
 package main
 
 import (
@@ -20,6 +20,7 @@ const usage = `kube-ipvs: load-balance Kubernetes Services with IPVS
 Usage:
   kube-ipvs agent [flags]     keep this node's IPVS table in step with the cluster (or --manifests DIR)
   kube-ipvs cleanup [flags]   remove everything kube-ipvs programmed (virtual servers, VIPs, the link)
+  kube-ipvs ipvsadm [opts]    list the IPVS table exactly as ipvsadm 1.31 does (-Ln, --stats, --rate, -c, -S ...)
   kube-ipvs version           print the version
 
 Run "kube-ipvs COMMAND -h" for a command's flags.
@@ -35,17 +36,23 @@ func main() {
 // run dispatches a command line and returns the process exit code:
 // 0 success, 1 failure, 2 bad usage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Invoked through a link named ipvsadm, behave as ipvsadm (listing only);
+	// a bare "ipvsadm" lists the table, so this comes before the usage check.
+	if len(args) > 0 && filepath.Base(args[0]) == "ipvsadm" {
+		return runIPVSAdm(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) < 2 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	cmd, rest := args[1], args[2:]
-	_ = filepath.Base(args[0]) // room for an ipvsadm link name (a later issue)
 	switch cmd {
 	case "agent":
 		return runAgent(ctx, rest, stdout, stderr)
 	case "cleanup":
 		return runCleanup(ctx, rest, stdout, stderr)
+	case "ipvsadm":
+		return runIPVSAdm(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kube-ipvs", version)
 		return 0
