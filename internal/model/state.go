@@ -31,23 +31,29 @@ func (s *Service) Equal(o *Service) bool {
 	return true
 }
 
-// State is an IPVS table plus the VIPs bound on the agent's link. The same
-// type carries what we want (desired) and what the kernel holds (observed).
+// State is an IPVS table plus the VIPs bound on the agent's link and the
+// members of the agent's ipsets. The same type carries what we want
+// (desired) and what the kernel holds (observed).
 type State struct {
 	Services map[VSKey]*Service
 	Addrs    map[netip.Addr]struct{}
+	// Sets are the members of the agent's own ipsets (never anyone else's).
+	Sets map[SetEntry]struct{}
 }
 
 // NewState returns an empty, usable state.
 func NewState() State {
-	return State{Services: map[VSKey]*Service{}, Addrs: map[netip.Addr]struct{}{}}
+	return State{Services: map[VSKey]*Service{}, Addrs: map[netip.Addr]struct{}{}, Sets: map[SetEntry]struct{}{}}
 }
 
 // Clone copies the state deeply.
 func (s State) Clone() State {
-	c := State{Services: make(map[VSKey]*Service, len(s.Services)), Addrs: maps.Clone(s.Addrs)}
+	c := State{Services: make(map[VSKey]*Service, len(s.Services)), Addrs: maps.Clone(s.Addrs), Sets: maps.Clone(s.Sets)}
 	if c.Addrs == nil {
 		c.Addrs = map[netip.Addr]struct{}{}
+	}
+	if c.Sets == nil {
+		c.Sets = map[SetEntry]struct{}{}
 	}
 	for k, v := range s.Services {
 		c.Services[k] = v.Clone()
@@ -55,10 +61,15 @@ func (s State) Clone() State {
 	return c
 }
 
-// Equal compares every service, real server and address.
+// Equal compares every service, real server, address and set entry.
 func (s State) Equal(o State) bool {
-	if len(s.Services) != len(o.Services) || len(s.Addrs) != len(o.Addrs) {
+	if len(s.Services) != len(o.Services) || len(s.Addrs) != len(o.Addrs) || len(s.Sets) != len(o.Sets) {
 		return false
+	}
+	for e := range s.Sets {
+		if _, ok := o.Sets[e]; !ok {
+			return false
+		}
 	}
 	for k, v := range s.Services {
 		ov, ok := o.Services[k]
@@ -97,7 +108,7 @@ func (s *Service) SortedReals() []RealServer {
 
 // Dump is the one text form of a state, used by fakes, tests and goldens:
 // one "-A" line per service, one "-a" line per real server below it, one
-// "addr" line per bound VIP, all sorted.
+// "addr" line per bound VIP, one "set" line per ipset member, all sorted.
 func (s State) Dump() string {
 	var b strings.Builder
 	for _, k := range s.SortedKeys() {
@@ -109,6 +120,9 @@ func (s State) Dump() string {
 	}
 	for _, a := range s.SortedAddrs() {
 		b.WriteString("addr " + a.String() + "\n")
+	}
+	for _, e := range s.SortedSetEntries() {
+		b.WriteString("set " + e.String() + "\n")
 	}
 	return b.String()
 }

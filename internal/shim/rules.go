@@ -1,0 +1,183 @@
+package shim
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Our chains. kube-proxy's IPVS mode owns KUBE-IPVS-FILTER,
+// KUBE-IPVS-OUT-FILTER and the set KUBE-IPVS-IPS: none of ours is named so.
+const (
+	ChainServices     = "KUBE-IPVS-SERVICES"
+	ChainPostrouting  = "KUBE-IPVS-POSTROUTING"
+	ChainMarkMasq     = "KUBE-IPVS-MARK-MASQ"
+	ChainFirewall     = "KUBE-IPVS-FIREWALL"
+	ChainSourceRanges = "KUBE-IPVS-SOURCE-RANGES"
+	ChainForward      = "KUBE-IPVS-FORWARD"
+)
+
+// MasqMark is the packet mark bit that asks for masquerading: kube-proxy's
+// and kubelet's 0x4000, so CNI plugins that honour it keep working.
+const MasqMark = "0x4000"
+
+// Config is what shapes the rules.
+type Config struct {
+	IPv4, IPv6 bool
+	// MasqueradeAll masquerades every connection to a ClusterIP.
+	MasqueradeAll bool
+	// ClusterCIDRs (at most one per family): connections to a ClusterIP
+	// from outside them are masqueraded.
+	ClusterCIDRs []netip.Prefix
+}
+
+// Validate checks that the rules can be rendered.
+func (c Config) Validate() error {
+	var errs []error
+	seen := map[bool]netip.Prefix{}
+	for _, p := range c.ClusterCIDRs {
+		v6 := p.Addr().Is6()
+		if old, dup := seen[v6]; dup {
+			errs = append(errs, fmt.Errorf("cluster CIDRs %s and %s are of the same family: give at most one per family", old, p))
+		}
+		seen[v6] = p
+	}
+	return errors.Join(errs...)
+}
+
+// clusterCIDR is the family's cluster CIDR, if any.
+func (c Config) clusterCIDR(v6 bool) (netip.Prefix, bool) {
+	for _, p := range c.ClusterCIDRs {
+		if p.Addr().Is6() == v6 {
+			return p.Masked(), true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// Jump is a rule in a built-in chain that enters one of ours.
+type Jump struct{ Table, From, To string }
+
+// Rule renders the jump as iptables-save prints it.
+func (j Jump) Rule() string { return "-A " + j.From + " -j " + j.To }
+
+// Chain is one of our chains and its rules, each exactly as iptables-save
+// prints it (so that what is there compares equal to what we want).
+type Chain struct {
+	Name  string
+	Rules []string
+}
+
+// Table is one iptables table's part of the shim.
+type Table struct {
+	Name   string
+	Chains []Chain
+}
+
+// Ruleset is the whole shim of one family.
+type Ruleset struct {
+	IPv6   bool
+	Tables []Table
+	Jumps  []Jump
+}
+
+// jumps enter our chains from the built-in ones: nat PREROUTING (traffic
+// from elsewhere) and OUTPUT (the node's own) for marking, POSTROUTING for
+// masquerading, filter INPUT for the firewall (IPVS takes VIP traffic in
+// LOCAL_IN, after filter INPUT) and FORWARD for replies IPVS handles there.
+var jumps = []Jump{
+	{"nat", "PREROUTING", ChainServices},
+	{"nat", "OUTPUT", ChainServices},
+	{"nat", "POSTROUTING", ChainPostrouting},
+	{"filter", "INPUT", ChainFirewall},
+	{"filter", "FORWARD", ChainForward},
+}
+
+// Rules renders the family's shim.
+func Rules(c Config, v6 bool) Ruleset {
+	set := func(kind string) string { return SetName(kind, v6) }
+	loopback, icmpUnreach := "127.0.0.0/8", "icmp-port-unreachable"
+	if v6 {
+		loopback, icmpUnreach = "::1/128", "icmp6-port-unreachable"
+	}
+	mark := MasqMark + "/" + MasqMark
+
+	services := []string{
+		// Connections from localhost are not ours to mark (kube-proxy
+		// dismisses them early too).
+		"-s " + loopback + " -j RETURN",
+		// The node's own connections to a ClusterIP leave from the VIP.
+		"-m set --match-set " + set(ClusterIP) + " src,dst -j " + ChainMarkMasq,
+	}
+	if c.MasqueradeAll {
+		services = append(services, "-m set --match-set "+set(ClusterIP)+" dst,dst -j "+ChainMarkMasq)
+	} else if cidr, ok := c.clusterCIDR(v6); ok {
+		services = append(services, "! -s "+cidr.String()+" -m set --match-set "+set(ClusterIP)+" dst,dst -j "+ChainMarkMasq)
+	}
+	services = append(services, "-m set --match-set "+set(External)+" dst,dst -j "+ChainMarkMasq)
+
+	postrouting := []string{
+		"-m set --match-set " + set(LoopBack) + " dst,dst,src -j MASQUERADE",
+		"-m mark ! --mark " + mark + " -j RETURN",
+		// Clear the mark so a packet that loops through the stack again
+		// is not masqueraded twice (--xor-mark, as iptables-save prints it).
+		"-j MARK --set-xmark " + MasqMark + "/0x0",
+		"-j MASQUERADE",
+	}
+	firewall := []string{
+		"-m set --match-set " + set(Firewall) + " dst,dst -j " + ChainSourceRanges,
+		// NEW only: a draining real server's open connections go on.
+		"-p tcp -m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with tcp-reset",
+		"-m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with " + icmpUnreach,
+	}
+	return Ruleset{
+		IPv6: v6,
+		Tables: []Table{
+			{Name: "nat", Chains: []Chain{
+				{ChainServices, services},
+				{ChainPostrouting, postrouting},
+				{ChainMarkMasq, []string{"-j MARK --set-xmark " + mark}},
+			}},
+			{Name: "filter", Chains: []Chain{
+				{ChainFirewall, firewall},
+				{ChainSourceRanges, []string{
+					"-m set --match-set " + set(SourceRanges) + " dst,dst,src -j RETURN",
+					"-j DROP",
+				}},
+				// Forward what we marked and its replies even when the
+				// FORWARD policy drops (kube-proxy's KUBE-FORWARD).
+				{ChainForward, []string{
+					"-m mark --mark " + mark + " -j ACCEPT",
+					"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+				}},
+			}},
+		},
+		Jumps: jumps,
+	}
+}
+
+// Restore renders iptables-restore --noflush input that replaces our
+// chains whole (declaring a chain flushes it) and inserts the missing
+// jumps, one table per transaction.
+func (r Ruleset) Restore(missing []Jump) string {
+	var b strings.Builder
+	for _, t := range r.Tables {
+		b.WriteString("*" + t.Name + "\n")
+		for _, c := range t.Chains {
+			b.WriteString(":" + c.Name + " - [0:0]\n")
+		}
+		for _, c := range t.Chains {
+			for _, rule := range c.Rules {
+				b.WriteString("-A " + c.Name + " " + rule + "\n")
+			}
+		}
+		for _, j := range missing {
+			if j.Table == t.Name {
+				b.WriteString("-I " + j.From + " -j " + j.To + "\n")
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,183 @@
+package shim
+
+import (
+	"slices"
+	"strings"
+)
+
+// Saved is iptables-save output read back: per table, the chains in
+// declaration order and each chain's rules (without the "-A CHAIN ").
+type Saved map[string]*SavedTable
+
+// SavedTable is one table of Saved.
+type SavedTable struct {
+	Chains []string
+	Rules  map[string][]string
+}
+
+// ParseSave reads iptables-save output. Comments, counters and COMMIT lines
+// are skipped; what it does not understand it ignores.
+func ParseSave(text string) Saved {
+	s := Saved{}
+	var cur *SavedTable
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			cur = &SavedTable{Rules: map[string][]string{}}
+			s[line[1:]] = cur
+		case cur == nil:
+		case strings.HasPrefix(line, ":"):
+			if name, _, ok := strings.Cut(line[1:], " "); ok {
+				cur.Chains = append(cur.Chains, name)
+			}
+		case strings.HasPrefix(line, "-A "):
+			chain, rule, _ := strings.Cut(line[3:], " ")
+			cur.Rules[chain] = append(cur.Rules[chain], rule)
+		}
+	}
+	return s
+}
+
+// hasChain tells whether a table declares a chain.
+func (s Saved) hasChain(table, chain string) bool {
+	t, ok := s[table]
+	return ok && slices.Contains(t.Chains, chain)
+}
+
+// rules returns a chain's rules ("" table or chain: none).
+func (s Saved) rules(table, chain string) []string {
+	if t, ok := s[table]; ok {
+		return t.Rules[chain]
+	}
+	return nil
+}
+
+// Plan compares what is there with the ruleset: upToDate is true when every
+// chain of ours exists with exactly our rules and every jump is present;
+// missing lists the jumps to insert.
+func (r Ruleset) Plan(s Saved) (upToDate bool, missing []Jump) {
+	upToDate = true
+	for _, t := range r.Tables {
+		for _, c := range t.Chains {
+			if !s.hasChain(t.Name, c.Name) || !slices.Equal(s.rules(t.Name, c.Name), c.Rules) {
+				upToDate = false
+			}
+		}
+	}
+	for _, j := range r.Jumps {
+		if !slices.Contains(s.rules(j.Table, j.From), "-j "+j.To) {
+			missing = append(missing, j)
+			upToDate = false
+		}
+	}
+	return upToDate, missing
+}
+
+// Removal renders iptables-restore --noflush input that deletes every rule
+// of a built-in (or other foreign) chain jumping to one of chains, then
+// flushes and deletes those chains; "" when none of them is there. Chains
+// are given per table.
+func Removal(s Saved, chains map[string][]string) string {
+	var b strings.Builder
+	for _, table := range sortedKeys(chains) {
+		t, ok := s[table]
+		if !ok {
+			continue
+		}
+		doomed := map[string]bool{}
+		for _, c := range chains[table] {
+			if slices.Contains(t.Chains, c) {
+				doomed[c] = true
+			}
+		}
+		if len(doomed) == 0 {
+			continue
+		}
+		b.WriteString("*" + table + "\n")
+		for _, c := range t.Chains {
+			if doomed[c] {
+				b.WriteString(":" + c + " - [0:0]\n")
+			}
+		}
+		for _, from := range t.Chains {
+			if doomed[from] {
+				continue // flushed whole by its declaration above
+			}
+			for _, rule := range t.Rules[from] {
+				if doomed[jumpTarget(rule)] {
+					b.WriteString("-D " + from + " " + rule + "\n")
+				}
+			}
+		}
+		for _, c := range t.Chains {
+			if doomed[c] {
+				b.WriteString("-X " + c + "\n")
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}
+
+// jumpTarget is the chain a rule jumps (-j) or goes (-g) to, "" if none.
+func jumpTarget(rule string) string {
+	f := strings.Fields(rule)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "-j" || f[i] == "-g" {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// OurChains are the shim's chains per table, for removal.
+func OurChains() map[string][]string {
+	out := map[string][]string{}
+	for _, t := range Rules(Config{}, false).Tables {
+		for _, c := range t.Chains {
+			out[t.Name] = append(out[t.Name], c.Name)
+		}
+	}
+	return out
+}
+
+// KubeProxyChains are the chains kube-proxy's IPVS mode creates (its
+// iptablesCleanupChains), per table.
+func KubeProxyChains() map[string][]string {
+	return map[string][]string{
+		"nat": {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-MARK-MASQ"},
+		"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL",
+			"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
+	}
+}
+
+// kubeProxySets are kube-proxy IPVS mode's ipsets (its ipsetInfo).
+var kubeProxySets = []string{
+	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
+	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL",
+	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
+	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT",
+	"KUBE-IPVS-IPS",
+}
+
+// IsKubeProxySet tells whether an ipset name is one kube-proxy's IPVS mode
+// creates, in either family (its IPv6 sets are named KUBE-6-*).
+func IsKubeProxySet(name string) bool {
+	for _, s := range kubeProxySets {
+		if name == s || name == "KUBE-6-"+strings.TrimPrefix(s, "KUBE-") {
+			return true
+		}
+	}
+	return false
+}
