@@ -5,7 +5,9 @@
 #      must equal scripts/testdata/agent-once.ipvsadm;
 #   2. a second agent against the unchanged folder plans nothing (`--dry-run`
 #      prints no operation): restart is free;
-#   3. `cleanup` removes everything the agent made, the link included, and
+#   3. the running agent's `status` annotates the table and `diff` is empty,
+#      then names a real server deleted behind its back;
+#   4. `cleanup` removes everything the agent made, the link included, and
 #      leaves a virtual server added by hand (as keepalived would) alone.
 # Set UPDATE=1 to rewrite the golden file from what the kernel printed.
 set -euo pipefail
@@ -44,6 +46,27 @@ plan=$(kube-ipvs agent --manifests /examples --dry-run --hostname-override node-
   || fail "dry-run exited $?"
 [ -z "$plan" ] || fail "a second agent against the same folder planned operations: $plan"
 echo "--- restart plans zero operations"
+
+# The running agent's views: diff is empty at steady state and names drift
+# made behind its back; status annotates the table.
+kube-ipvs agent --manifests /examples --hostname-override node-a --log-level warn \
+  --debug-address 127.0.0.1:10247 >/tmp/agent.log 2>&1 &
+agent=$!
+i=0
+until kube-ipvs status >/tmp/status.txt 2>/dev/null && grep -q 'last sync .*: ok' /tmp/status.txt; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the agent's status never showed a good sync"; sleep 0.5
+done
+echo "--- kube-ipvs status"; cat /tmp/status.txt
+grep -q -- '-t 10.96.0.100:80 rr (flag)  default/web port http (ClusterIP)' /tmp/status.txt || fail "status lacks the web Service"
+grep -q -- '-> 10.244.1.2:8080 .* ready on node-a' /tmp/status.txt || fail "status lacks web's endpoints"
+kube-ipvs diff >/tmp/diff.txt; rc=$?
+[ $rc -eq 0 ] && [ ! -s /tmp/diff.txt ] || fail "diff at steady state exited $rc: $(cat /tmp/diff.txt)"
+ipvsadm -d -t 10.96.0.100:80 -r 10.244.2.2:8080
+kube-ipvs diff >/tmp/diff.txt; rc=$?
+[ $rc -eq 1 ] && [ "$(cat /tmp/diff.txt)" = "-a -t 10.96.0.100:80 -r 10.244.2.2:8080 -m -w 1" ] \
+  || fail "diff after a hand-deleted real server exited $rc: $(cat /tmp/diff.txt)"
+echo "--- kube-ipvs diff: empty at steady state, names a real server deleted by hand"
+kill $agent; wait $agent
 
 ipvsadm -A -t 192.0.2.1:443 -s wlc
 kube-ipvs cleanup --log-level error >/tmp/cleanup.txt || fail "cleanup exited $?"

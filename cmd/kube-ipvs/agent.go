@@ -17,6 +17,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
+	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -67,12 +68,17 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("source stopped", zap.Error(err))
 		}
 	}()
+	g := &guarded{rec: rec, src: src, node: node}
+	if c.DebugAddress != "" {
+		go func() {
+			if err := server.Serve(ctx, c.DebugAddress, server.Handler(g), log.Named("server")); err != nil {
+				log.Error("debug server stopped", zap.Error(err))
+			}
+		}()
+	}
 	waitSynced(ctx, src)
 	r := runner.Runner{
-		Sync: func(ctx context.Context, full bool) (time.Duration, error) {
-			st, err := rec.Sync(ctx, full)
-			return st.Requeue, err
-		},
+		Sync:        g.sync,
 		Trigger:     src.store.Notify(),
 		MinInterval: c.MinSyncPeriod,
 		Period:      c.SyncPeriod,

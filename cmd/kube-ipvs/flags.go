@@ -43,6 +43,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.DurationVar(&c.UDPTimeout, "udp-timeout", c.UDPTimeout, "IPVS timeout for UDP flows (0: leave as is)")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
+	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
 }
 

@@ -1,5 +1,5 @@
 // Command kube-ipvs is a node agent that load-balances Kubernetes Services
-// with the kernel's IPVS. Subcommands: agent, cleanup, ipvsadm, version.
+// with the kernel's IPVS. Subcommands: agent, cleanup, ipvsadm, status, diff, version.
 package main
 
 import (
@@ -21,6 +21,8 @@ Usage:
   kube-ipvs agent [flags]     keep this node's IPVS table in step with the cluster (or --manifests DIR)
   kube-ipvs cleanup [flags]   remove everything kube-ipvs programmed (virtual servers, VIPs, the link)
   kube-ipvs ipvsadm [opts]    list the IPVS table exactly as ipvsadm 1.31 does (-Ln, --stats, --rate, -c, -S ...)
+  kube-ipvs status [-o json]  the running agent's view: each virtual server with its Service and endpoints
+  kube-ipvs diff              what the running agent would change in the kernel now (empty at steady state)
   kube-ipvs version           print the version
 
 Run "kube-ipvs COMMAND -h" for a command's flags.
@@ -53,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCleanup(ctx, rest, stdout, stderr)
 	case "ipvsadm":
 		return runIPVSAdm(ctx, rest, stdout, stderr)
+	case "status":
+		return runStatus(ctx, rest, stdout, stderr)
+	case "diff":
+		return runDiff(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kube-ipvs", version)
 		return 0

@@ -41,6 +41,10 @@ type Config struct {
 	Once   bool
 	DryRun bool
 
+	// DebugAddress serves /livez, /healthz and the views `status` and
+	// `diff` read; empty: off.
+	DebugAddress string
+
 	LogLevel  string
 	LogFormat string
 }
@@ -62,6 +66,10 @@ func ParsePortRange(s string) (PortRange, error) {
 	return r, nil
 }
 
+// DefaultDebugAddress is loopback only: the debug views are for the node's
+// own operator, not the network.
+const DefaultDebugAddress = "127.0.0.1:10247"
+
 // Default returns the configuration a flagless agent runs with.
 func Default() Config {
 	return Config{
@@ -75,6 +83,7 @@ func Default() Config {
 		DrainTimeout:      2 * time.Minute,
 		LogLevel:          "info",
 		LogFormat:         "console",
+		DebugAddress:      DefaultDebugAddress,
 	}
 }
 
@@ -113,6 +122,11 @@ func (c Config) Validate() error {
 	for flag, d := range map[string]time.Duration{"tcp-timeout": c.TCPTimeout, "tcpfin-timeout": c.TCPFinTimeout, "udp-timeout": c.UDPTimeout} {
 		if d < 0 || d%time.Second != 0 {
 			bad(flag, "must be a whole number of seconds >= 0, got %s", d)
+		}
+	}
+	if c.DebugAddress != "" {
+		if _, err := netip.ParseAddrPort(c.DebugAddress); err != nil {
+			bad("debug-address", "want IP:PORT (or empty to turn off), got %q", c.DebugAddress)
 		}
 	}
 	if !c.IPv4 && !c.IPv6 {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/server"
+	"github.com/kube-ipvs/kube-ipvs/internal/status"
+)
+
+// guarded serializes syncs and inspections of one reconciler: the
+// reconciler itself is single-threaded by design.
+type guarded struct {
+	mu   sync.Mutex
+	rec  *reconciler.Reconciler
+	src  *input
+	node string
+}
+
+func (g *guarded) sync(ctx context.Context, full bool) (time.Duration, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, err := g.rec.Sync(ctx, full)
+	return st.Requeue, err
+}
+
+// Status implements server.Inspector.
+func (g *guarded) Status() status.Report {
+	g.mu.Lock()
+	in := g.rec.Inspect()
+	g.mu.Unlock()
+	return status.Build(g.node, in, func(n model.ServiceName) []*discoveryv1.EndpointSlice {
+		_, slices := g.src.store.Service(n)
+		return slices
+	})
+}
+
+// Drift implements server.Inspector.
+func (g *guarded) Drift(ctx context.Context) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ops, err := g.rec.Drift(ctx)
+	lines := make([]string, len(ops))
+	for i, op := range ops {
+		lines[i] = op.String()
+	}
+	return lines, err
+}
+
+// runStatus prints the running agent's annotated view of this node.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	addr := fs.String("address", config.DefaultDebugAddress, "the agent's --debug-address")
+	output := fs.String("o", "text", "output format: text or json")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "status: -o: want text or json, got %q\n", *output)
+		return 2
+	}
+	var rep status.Report
+	if err := getJSON(ctx, *addr, server.PathStatus, &rep); err != nil {
+		fmt.Fprintf(stderr, "status: %v\n", err)
+		return 1
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	fmt.Fprint(stdout, rep.Text(time.Now()))
+	return 0
+}
+
+// runDiff prints what the running agent wants that the kernel does not
+// hold now, one ipvsadm-style line per difference; like diff(1) it exits 1
+// when there is any.
+func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	addr := fs.String("address", config.DefaultDebugAddress, "the agent's --debug-address")
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var d server.DiffResponse
+	if err := getJSON(ctx, *addr, server.PathDiff, &d); err != nil {
+		fmt.Fprintf(stderr, "diff: %v\n", err)
+		return 2
+	}
+	for _, op := range d.Ops {
+		fmt.Fprintln(stdout, op)
+	}
+	if len(d.Ops) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func getJSON(ctx context.Context, addr, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("is the agent running with --debug-address %s? %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("agent answered %s: %s", resp.Status, body)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
