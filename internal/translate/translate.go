@@ -69,6 +69,11 @@ type Result struct {
 	// its virtual server.
 	Addrs []netip.Addr
 	Meta  map[model.VSKey]VSMeta
+	// SetEntries are the members of the shim's ipsets this Service needs,
+	// sorted, deduped.
+	SetEntries []model.SetEntry
+	// HealthCheck is set when the Service has a health-check node port.
+	HealthCheck *HealthCheck
 	// Skipped is non-empty when the Service is ignored on purpose (headless,
 	// other proxy name, type ExternalName) and says why.
 	Skipped string
@@ -107,6 +112,7 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 		services:  map[model.VSKey]*model.Service{},
 		meta:      map[model.VSKey]VSMeta{},
 		vips:      map[netip.Addr]struct{}{},
+		entries:   map[model.SetEntry]struct{}{},
 	}
 	for _, p := range ports {
 		b.addPort(p)
@@ -167,6 +173,7 @@ type builder struct {
 	services  map[model.VSKey]*model.Service
 	meta      map[model.VSKey]VSMeta
 	vips      map[netip.Addr]struct{}
+	entries   map[model.SetEntry]struct{}
 }
 
 // addPort adds the virtual servers of one Service port, every frontend and
@@ -197,6 +204,10 @@ func (b *builder) addPort(p servicePort) {
 		if fe.kind != KindNodePort {
 			b.vips[key.Addr] = struct{}{}
 		}
+		b.frontendEntries(frontend{kind: fe.kind, addr: key.Addr, port: fe.port}, p, rs)
+	}
+	if len(b.services) > 0 {
+		b.loopBackEntries(p)
 	}
 }
 
@@ -241,6 +252,11 @@ func (b *builder) result() Result {
 		r.Addrs = append(r.Addrs, a)
 	}
 	slices.SortFunc(r.Addrs, netip.Addr.Compare)
+	for e := range b.entries {
+		r.SetEntries = append(r.SetEntries, e)
+	}
+	slices.SortFunc(r.SetEntries, model.SetEntry.Compare)
+	r.HealthCheck = b.healthCheck()
 	return r
 }
 
