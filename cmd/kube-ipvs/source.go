@@ -47,7 +47,7 @@ func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 	}
 	store := snapshot.NewStore(source.SourcesKubernetes...)
 	k := &source.Kubernetes{Client: client, NodeName: node, ServiceProxyName: c.ServiceProxyName, Store: store, Log: log}
-	rec, stopRec := source.NewEventRecorder(client, node, log)
+	rec, stopRec := source.NewServiceEventRecorder(client, node, store, log)
 	src := &input{store: store, run: k.Run, recorder: rec, stop: stopRec}
 	src.load = func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
