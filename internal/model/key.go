@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -84,29 +85,13 @@ func (k VSKey) String() string {
 	return k.Proto.flag() + " " + k.AddrPort().String()
 }
 
-// Compare orders keys the way listings sort them: family, address, protocol,
-// port, mark.
+// Compare orders keys the way listings sort them: mark, address, protocol,
+// port.
 func (k VSKey) Compare(o VSKey) int {
-	if k.FWMark != o.FWMark {
-		if k.FWMark < o.FWMark {
-			return -1
-		}
-		return 1
-	}
-	if c := k.Addr.Compare(o.Addr); c != 0 {
-		return c
-	}
-	if k.Proto != o.Proto {
-		if k.Proto < o.Proto {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case k.Port < o.Port:
-		return -1
-	case k.Port > o.Port:
-		return 1
-	}
-	return 0
+	return cmp.Or(
+		cmp.Compare(k.FWMark, o.FWMark),
+		k.Addr.Compare(o.Addr),
+		cmp.Compare(k.Proto, o.Proto),
+		cmp.Compare(k.Port, o.Port),
+	)
 }
