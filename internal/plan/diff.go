@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // Diff returns the operations that turn observed into desired, in apply
@@ -32,6 +33,7 @@ func Diff(desired, observed model.State, owner Owner) []Op {
 			ops = append(ops, Op{Kind: UnbindAddr, Addr: a})
 		}
 	}
+	ops = append(ops, diffSets(desired.Sets, observed.Sets)...)
 	Sort(ops)
 	return ops
 }
@@ -67,6 +69,23 @@ func diffService(want, have *model.Service) []Op {
 	return ops
 }
 
+// diffSets adds and removes set members. Every observed member is ours:
+// only the shim's own sets are ever read.
+func diffSets(desired, observed map[model.SetEntry]struct{}) []Op {
+	var ops []Op
+	for e := range desired {
+		if _, ok := observed[e]; !ok {
+			ops = append(ops, Op{Kind: AddSetEntry, Entry: e})
+		}
+	}
+	for e := range observed {
+		if _, ok := desired[e]; !ok {
+			ops = append(ops, Op{Kind: DeleteSetEntry, Entry: e})
+		}
+	}
+	return ops
+}
+
 func hasReal(s *model.Service, addr netip.AddrPort) bool {
 	_, ok := s.Reals[addr]
 	return ok
@@ -81,6 +100,22 @@ func Sort(ops []Op) {
 			a.VS.Key.Compare(b.VS.Key),
 			a.RS.Addr.Compare(b.RS.Addr),
 			a.Addr.Compare(b.Addr),
+			cmp.Compare(entryRank(a), entryRank(b)),
+			a.Entry.Compare(b.Entry),
 		)
 	})
+}
+
+// entryRank orders set members within their kind so that a source-range
+// filter never has fewer allowed ranges than it should: allowed ranges are
+// added before the filter member that makes them count, and the filter
+// member is removed before its ranges.
+func entryRank(o Op) int {
+	switch {
+	case o.Kind == AddSetEntry && o.Entry.Set == shim.SetName(shim.SourceRanges, o.Entry.Addr.Is6()):
+		return 0
+	case o.Kind == DeleteSetEntry && o.Entry.Set == shim.SetName(shim.Firewall, o.Entry.Addr.Is6()):
+		return 0
+	}
+	return 1
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 var (
@@ -147,4 +148,52 @@ func TestScopeOf(t *testing.T) {
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
+}
+
+func TestDiffSets(t *testing.T) {
+	lb := netip.MustParseAddr("192.0.2.10")
+	k := model.NewVSKey(model.TCP, lb, 80)
+	fw := shim.Entry(shim.Firewall, lb, model.TCP, 80)
+	allow := shim.SourceRangeEntry(lb, model.TCP, 80, netip.MustParsePrefix("198.51.100.0/24"))
+	ext := shim.Entry(shim.External, lb, model.TCP, 80)
+	withSets := func(s model.State, es ...model.SetEntry) model.State {
+		for _, e := range es {
+			s.Sets[e] = struct{}{}
+		}
+		return s
+	}
+	full := func() model.State {
+		return withSets(state([]netip.Addr{lb}, svc(k, "rr", rs("10.244.0.2:8080", 1))), fw, allow, ext)
+	}
+	t.Run("create: members before the VIP, allowed ranges before their filter", func(t *testing.T) {
+		got := render(Diff(full(), model.NewState(), testOwner(model.NewState())))
+		want := `-A -t 192.0.2.10:80 -s rr
+-a -t 192.0.2.10:80 -r 10.244.0.2:8080 -m -w 1
+ipset add KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,198.51.100.0/24
+ipset add KUBE-IPVS-EXTERNAL 192.0.2.10,tcp:80
+ipset add KUBE-IPVS-LB-FW 192.0.2.10,tcp:80
+ip addr add 192.0.2.10/32
+`
+		if got != want {
+			t.Errorf("ops:\n%s\nwant:\n%s", got, want)
+		}
+	})
+	t.Run("delete: members after the VIP, the filter before its ranges", func(t *testing.T) {
+		obs := full()
+		got := render(Diff(model.NewState(), obs, testOwner(obs)))
+		want := `-D -t 192.0.2.10:80
+ip addr del 192.0.2.10/32
+ipset del KUBE-IPVS-LB-FW 192.0.2.10,tcp:80
+ipset del KUBE-IPVS-EXTERNAL 192.0.2.10,tcp:80
+ipset del KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,198.51.100.0/24
+`
+		if got != want {
+			t.Errorf("ops:\n%s\nwant:\n%s", got, want)
+		}
+	})
+	t.Run("steady", func(t *testing.T) {
+		if ops := Diff(full(), full(), testOwner(full())); len(ops) != 0 {
+			t.Errorf("steady state planned:\n%s", render(ops))
+		}
+	})
 }

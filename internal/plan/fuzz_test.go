@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // A small universe so that random states overlap often: addresses bound on
@@ -44,7 +45,22 @@ func genState(data []byte) model.State {
 			s.Addrs[addr] = struct{}{}
 		}
 	}
+	for bits := next(); bits != 0; bits >>= 1 {
+		if bits&1 != 0 {
+			s.Sets[fuzzEntries[bits%byte(len(fuzzEntries))]] = struct{}{}
+		}
+	}
 	return s
+}
+
+// fuzzEntries are set members the fuzzer picks from.
+var fuzzEntries = []model.SetEntry{
+	shim.Entry(shim.ClusterIP, vip1, model.TCP, 80),
+	shim.Entry(shim.NoEndpoints, vip1, model.TCP, 80),
+	shim.Entry(shim.Firewall, vip2, model.UDP, 53),
+	shim.SourceRangeEntry(vip2, model.UDP, 53, netip.MustParsePrefix("10.0.0.0/8")),
+	shim.LoopBackEntry(model.TCP, netip.MustParseAddrPort("10.244.0.2:80")),
+	shim.Entry(shim.External, vip6, model.SCTP, 9),
 }
 
 // expect is what applying a correct diff must leave: desired where desired
@@ -67,6 +83,7 @@ func expect(desired, observed model.State, owner Owner) model.State {
 func FuzzDiff(f *testing.F) {
 	f.Add([]byte{}, []byte{})
 	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3})
+	f.Add([]byte{1, 1, 2, 3, 1, 0xff}, []byte{1, 9, 2, 3, 0, 0x5a})
 	f.Fuzz(func(t *testing.T, d, o []byte) {
 		desired, observed := genState(d), genState(o)
 		owner := testOwner(observed)

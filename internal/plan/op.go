@@ -13,6 +13,12 @@ import (
 // applied in (DESIGN.md): services exist before their reals, reals before
 // their VIP is bound (a bound VIP always has its virtual server), and
 // removals run in reverse so traffic is never sent to a half-built service.
+//
+// Shim set members are added after the virtual servers and reals and
+// before the VIPs are bound, so a VIP goes live with its masquerading,
+// source-range filter and reject rule already in force; they are removed
+// last, after the VIP is gone, so a live VIP never loses its source-range
+// filter (see Sort for the order within the set kinds).
 type Kind int
 
 const (
@@ -20,13 +26,16 @@ const (
 	UpdateService
 	AddReal
 	UpdateReal
+	AddSetEntry
 	BindAddr
 	DeleteReal
 	DeleteService
 	UnbindAddr
+	DeleteSetEntry
 )
 
-var kindNames = [...]string{"add-service", "update-service", "add-real", "update-real", "bind-addr", "delete-real", "delete-service", "unbind-addr"}
+var kindNames = [...]string{"add-service", "update-service", "add-real", "update-real", "add-set-entry", "bind-addr",
+	"delete-real", "delete-service", "unbind-addr", "delete-set-entry"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -45,6 +54,8 @@ type Op struct {
 	RS model.RealServer
 	// Addr is the VIP for BindAddr/UnbindAddr.
 	Addr netip.Addr
+	// Entry is the set member for AddSetEntry/DeleteSetEntry.
+	Entry model.SetEntry
 }
 
 // String renders the operation as the ipvsadm (or ip) command that would
@@ -68,6 +79,10 @@ func (o Op) String() string {
 		return "ip addr add " + prefixOf(o.Addr)
 	case UnbindAddr:
 		return "ip addr del " + prefixOf(o.Addr)
+	case AddSetEntry:
+		return "ipset add " + o.Entry.String()
+	case DeleteSetEntry:
+		return "ipset del " + o.Entry.String()
 	}
 	return o.Kind.String()
 }
@@ -102,5 +117,12 @@ func (o Op) ApplyTo(s *model.State) {
 		s.Addrs[o.Addr] = struct{}{}
 	case UnbindAddr:
 		delete(s.Addrs, o.Addr)
+	case AddSetEntry:
+		if s.Sets == nil {
+			s.Sets = map[model.SetEntry]struct{}{}
+		}
+		s.Sets[o.Entry] = struct{}{}
+	case DeleteSetEntry:
+		delete(s.Sets, o.Entry)
 	}
 }

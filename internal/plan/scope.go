@@ -11,11 +11,12 @@ import (
 type Scope struct {
 	Keys  map[model.VSKey]struct{}
 	Addrs map[netip.Addr]struct{}
+	Sets  map[model.SetEntry]struct{}
 }
 
 // NewScope returns an empty scope.
 func NewScope() Scope {
-	return Scope{Keys: map[model.VSKey]struct{}{}, Addrs: map[netip.Addr]struct{}{}}
+	return Scope{Keys: map[model.VSKey]struct{}{}, Addrs: map[netip.Addr]struct{}{}, Sets: map[model.SetEntry]struct{}{}}
 }
 
 // Of returns the part of s inside the scope. Services are shared, not
@@ -24,6 +25,12 @@ func (sc Scope) Of(s model.State) model.State {
 	out := model.State{
 		Services: make(map[model.VSKey]*model.Service, len(sc.Keys)),
 		Addrs:    make(map[netip.Addr]struct{}, len(sc.Addrs)),
+		Sets:     make(map[model.SetEntry]struct{}, len(sc.Sets)),
+	}
+	for e := range sc.Sets {
+		if _, ok := s.Sets[e]; ok {
+			out.Sets[e] = struct{}{}
+		}
 	}
 	for k := range sc.Keys {
 		if svc, ok := s.Services[k]; ok {
