@@ -19,36 +19,13 @@ if [ "${KUBE_IPVS_VM:-}" != 1 ]; then
   here=$(cd "$(dirname "$0")" && pwd)
   root=$(cd "$here/.." && pwd)
   work=$(mktemp -d)
-  shim=""
-  cleanup() { rm -rf "$work"; [ -z "$shim" ] || rm -rf "$shim"; }
-  trap cleanup EXIT
+  trap 'rm -rf "$work"' EXIT
   (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/kube-ipvs" ./cmd/kube-ipvs)
-  mode=subcommand
-  if ! "$work/kube-ipvs" ipvsadm -h 2>/dev/null | grep -q 'read-only listing'; then
-    # main.go does not dispatch "ipvsadm" yet: build a stand-in main around
-    # the same runIPVSAdm (it must live inside the module to use internal/).
-    echo "ipvsadm-vm: kube-ipvs has no ipvsadm subcommand yet; testing runIPVSAdm through a stand-in main" >&2
-    shim=$(mktemp -d "$root/cmd/.ipvsadm-vm-shim.XXXXXX")
-    cp "$root/cmd/kube-ipvs/ipvsadm.go" "$shim/"
-    cat >"$shim/main.go" <<'EOF'
-package main
-
-import (
-	"context"
-	"os"
-)
-
-func main() { os.Exit(runIPVSAdm(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
-EOF
-    (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/kube-ipvs" "./cmd/$(basename "$shim")")
-    mode=standin
-  fi
-  # not exec: the trap must still remove the stand-in main and the binary
+  # not exec: the trap must still remove the binary
   status=0
   "$here/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-600}" \
     --add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" \
     --add "$here/ipvsadm-vm.sh:/usr/local/bin/ipvsadm-vm.sh" \
-    --env "KIPVS_MODE=$mode" \
     -- /usr/local/bin/ipvsadm-vm.sh || status=$?
   exit $status
 fi
@@ -60,10 +37,8 @@ fail=0
 mine() { # run kube-ipvs' ipvsadm with the given arguments
   if [ -n "${VIA_LINK:-}" ]; then
     "$VIA_LINK" "$@"
-  elif [ "${KIPVS_MODE:-subcommand}" = subcommand ]; then
-    kube-ipvs ipvsadm "$@"
   else
-    kube-ipvs "$@"
+    kube-ipvs ipvsadm "$@"
   fi
 }
 
@@ -202,17 +177,13 @@ compare -L -n -n
 compare -L -s rr
 compare -S --stats
 
-# the same binary through a link named ipvsadm (once main.go dispatches it)
-if [ "${KIPVS_MODE:-subcommand}" = subcommand ]; then
-  mkdir -p /opt/kube-ipvs && ln -sf /usr/local/bin/kube-ipvs /opt/kube-ipvs/ipvsadm
-  VIA_LINK=/opt/kube-ipvs/ipvsadm
-  compare -Ln
-  compare -Ln --stats --exact
-  compare -Sn
-  VIA_LINK=
-else
-  echo "skip   the ipvsadm link name: kube-ipvs does not dispatch it yet"
-fi
+# the same binary through a link named ipvsadm
+mkdir -p /opt/kube-ipvs && ln -sf /usr/local/bin/kube-ipvs /opt/kube-ipvs/ipvsadm
+VIA_LINK=/opt/kube-ipvs/ipvsadm
+compare -Ln
+compare -Ln --stats --exact
+compare -Sn
+VIA_LINK=
 
 # --- refusals change nothing ---------------------------------------------------
 ipvsadm -Sn >/tmp/before
