@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // LinkName is the dummy interface that holds every VIP so that IPVS sees
@@ -29,8 +30,8 @@ var (
 )
 
 // Observation is one full read of the kernel: the IPVS table (every service,
-// ours or not), the addresses bound on LinkName, and every real server's
-// connection counters.
+// ours or not), the addresses bound on LinkName, the members of the shim's
+// ipsets (State.Sets), and every real server's connection counters.
 type Observation struct {
 	State model.State
 	Conns map[RealRef]model.Conns
@@ -77,8 +78,32 @@ type Dataplane interface {
 	// removed endpoint is re-scheduled instead of black-holed. It returns how
 	// many entries it deleted.
 	FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error)
+	// FlushConntrackDest deletes the conntrack entries of proto whose
+	// original destination is dst: entries made while a UDP Service had no
+	// endpoint would otherwise keep its clients from ever reaching the first
+	// one (kube-proxy clears them for the same reason). It returns how many
+	// entries it deleted.
+	FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error)
 	// DeleteLink removes LinkName and with it every bound address.
 	DeleteLink(ctx context.Context) error
+
+	// EnsureShim creates the shim's ipsets that are missing (package shim)
+	// and, per family, rewrites the shim's iptables chains and jumps with one
+	// atomic iptables-restore only when what is there differs from cfg's
+	// rules. Idempotent; a second call with the same cfg changes nothing.
+	EnsureShim(ctx context.Context, cfg shim.Config) error
+	// AddSetEntry adds a member to one of the shim's sets (ErrExist when it
+	// is there, ErrNotExist when the set is missing).
+	AddSetEntry(ctx context.Context, e model.SetEntry) error
+	// DeleteSetEntry removes a member (ErrNotExist when it is not there or
+	// the set is missing).
+	DeleteSetEntry(ctx context.Context, e model.SetEntry) error
+	// DeleteShim removes the shim's jumps, chains and sets, and nothing else.
+	DeleteShim(ctx context.Context) error
+	// DeleteKubeProxyShim removes what kube-proxy's IPVS mode leaves behind
+	// in netfilter: the jumps to its KUBE-* chains, those chains, and its
+	// ipsets. (Its virtual servers and kube-ipvs0 are the same as ours.)
+	DeleteKubeProxyShim(ctx context.Context) error
 
 	Close() error
 }

@@ -42,6 +42,9 @@ func ChooseBackend(nftRules, legacyRules int, nftOK, legacyOK bool) Backend {
 // Command is the binary of a tool ("iptables-save", "ip6tables-restore")
 // for the backend: "iptables-nft-save", "ip6tables-legacy-restore".
 func (b Backend) Command(tool string) string {
+	if b == "" {
+		return tool // the node's plain iptables, whatever it is
+	}
 	prefix, rest, ok := strings.Cut(tool, "-")
 	if !ok {
 		return tool + "-" + string(b)

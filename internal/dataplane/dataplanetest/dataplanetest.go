@@ -50,9 +50,12 @@ func Run(t *testing.T, newDP Factory) {
 			tc.fn(t, newDP(t))
 		})
 	}
+	t.Run("Shim", func(t *testing.T) {
+		RunShim(t, func(t *testing.T) ShimPlane { return newDP(t) })
+	})
 }
 
-// Clean deletes every IPVS service and the link, leaving an empty kernel.
+// Clean deletes every IPVS service, the link and the shim, leaving an empty kernel.
 // Factories over a shared kernel call it before and after each test.
 func Clean(ctx context.Context, dp dataplane.Dataplane) error {
 	obs, err := dp.Observe(ctx)
@@ -66,6 +69,9 @@ func Clean(ctx context.Context, dp dataplane.Dataplane) error {
 		}
 	}
 	if err := dp.DeleteLink(ctx); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := dp.DeleteShim(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

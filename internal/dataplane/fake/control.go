@@ -31,14 +31,24 @@ func (f *Fake) Load(s model.State) {
 		f.link = true
 	}
 	clear(f.conns)
+	clear(f.sets)
+	for e := range c.Sets {
+		if f.sets[e.Set] == nil {
+			f.sets[e.Set] = map[model.SetEntry]struct{}{}
+		}
+		f.sets[e.Set][e] = struct{}{}
+	}
 }
 
-// State returns a deep copy of the table and addresses as they were
-// configured (without the kernel's hashed flag).
+// State returns a deep copy of the table, addresses and set members as
+// they were configured (without the kernel's hashed flag).
 func (f *Fake) State() model.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := model.State{Services: f.services, Addrs: f.addrs}
+	s := model.State{Services: f.services, Addrs: f.addrs, Sets: map[model.SetEntry]struct{}{}}
+	for _, members := range f.sets {
+		maps.Copy(s.Sets, members)
+	}
 	return s.Clone()
 }
 

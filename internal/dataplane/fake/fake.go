@@ -18,6 +18,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // Kernel defaults of IPVS' timeouts (ipvsadm --timeout on a fresh kernel).
@@ -64,6 +65,17 @@ type Fake struct {
 	flushes   []ConntrackKey
 	closed    bool
 
+	// The shim: the sets that exist with their members, the config the
+	// rules were last written for (nil: no rules), how many times rules
+	// were written, and kube-proxy's leftovers.
+	sets          map[string]map[model.SetEntry]struct{}
+	shimCfg       *shim.Config
+	ruleWrites    int
+	kubeProxyLeft bool
+	// conntrackDest counts live entries per (proto, original destination).
+	conntrackDest map[ConntrackKey]int
+	flushesDest   []ConntrackKey
+
 	calls      map[string]int
 	log        []Call
 	failNext   map[string][]error
@@ -76,14 +88,16 @@ var _ dataplane.Dataplane = (*Fake)(nil)
 // New returns an empty kernel: no services, no link, default timeouts.
 func New() *Fake {
 	return &Fake{
-		services:  map[model.VSKey]*model.Service{},
-		conns:     map[dataplane.RealRef]model.Conns{},
-		addrs:     map[netip.Addr]struct{}{},
-		sysctls:   map[string]string{},
-		timeouts:  dataplane.Timeouts{TCP: defaultTCPTimeout, TCPFin: defaultTCPFinTimeout, UDP: defaultUDPTimeout},
-		conntrack: map[ConntrackKey]int{},
-		calls:     map[string]int{},
-		failNext:  map[string][]error{},
+		services:      map[model.VSKey]*model.Service{},
+		conns:         map[dataplane.RealRef]model.Conns{},
+		addrs:         map[netip.Addr]struct{}{},
+		sysctls:       map[string]string{},
+		timeouts:      dataplane.Timeouts{TCP: defaultTCPTimeout, TCPFin: defaultTCPFinTimeout, UDP: defaultUDPTimeout},
+		conntrack:     map[ConntrackKey]int{},
+		sets:          map[string]map[model.SetEntry]struct{}{},
+		conntrackDest: map[ConntrackKey]int{},
+		calls:         map[string]int{},
+		failNext:      map[string][]error{},
 	}
 }
 
@@ -149,6 +163,9 @@ func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
 		}
 	}
 	maps.Copy(obs.State.Addrs, f.addrs)
+	for _, members := range f.sets {
+		maps.Copy(obs.State.Sets, members)
+	}
 	return obs, nil
 }
 

@@ -23,6 +23,25 @@ import (
 // The conntrack netlink filter can only match family, mark, status and zone,
 // so the family's table is dumped and matched here.
 func (d *Dataplane) FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error) {
+	n, err := d.flushFlows(ctx, real.Addr().Unmap().Is6(), func(f conntrack.Flow) bool { return repliesFrom(f, proto, real) })
+	if err != nil {
+		return n, fmt.Errorf("flush %s conntrack entries of %s: %w", proto, real, err)
+	}
+	return n, nil
+}
+
+// FlushConntrackDest deletes the conntrack entries of proto first sent to
+// dst (see dataplane.Dataplane).
+func (d *Dataplane) FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error) {
+	n, err := d.flushFlows(ctx, dst.Addr().Unmap().Is6(), func(f conntrack.Flow) bool { return sentTo(f, proto, dst) })
+	if err != nil {
+		return n, fmt.Errorf("flush %s conntrack entries to %s: %w", proto, dst, err)
+	}
+	return n, nil
+}
+
+// flushFlows deletes the family's flows that match and counts them.
+func (d *Dataplane) flushFlows(ctx context.Context, v6 bool, match func(conntrack.Flow) bool) (int, error) {
 	n := 0
 	err := d.do(ctx, "flush conntrack", func(h *handles) error {
 		if h.ct == nil {
@@ -33,7 +52,7 @@ func (d *Dataplane) FlushConntrack(ctx context.Context, proto model.Protocol, re
 			h.ct = c
 		}
 		family := netfilter.ProtoIPv4
-		if real.Addr().Unmap().Is6() {
+		if v6 {
 			family = netfilter.ProtoIPv6
 		}
 		flows, err := h.ct.DumpFilter(conntrack.NewFilter().Family(family), nil)
@@ -42,7 +61,7 @@ func (d *Dataplane) FlushConntrack(ctx context.Context, proto model.Protocol, re
 		}
 		var errs []error
 		for _, f := range flows {
-			if !repliesFrom(f, proto, real) {
+			if !match(f) {
 				continue
 			}
 			err := h.ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, ID: f.ID})
@@ -57,10 +76,15 @@ func (d *Dataplane) FlushConntrack(ctx context.Context, proto model.Protocol, re
 		}
 		return errors.Join(errs...)
 	})
-	if err != nil {
-		return n, fmt.Errorf("flush %s conntrack entries of %s: %w", proto, real, err)
-	}
-	return n, nil
+	return n, err
+}
+
+// sentTo tells whether a flow of proto was first sent to dst.
+func sentTo(f conntrack.Flow, proto model.Protocol, dst netip.AddrPort) bool {
+	o := f.TupleOrig
+	return uint16(o.Proto.Protocol) == uint16(proto) &&
+		o.IP.DestinationAddress.Unmap() == dst.Addr().Unmap() &&
+		o.Proto.DestinationPort == dst.Port()
 }
 
 // repliesFrom tells whether a flow of proto is answered by real.

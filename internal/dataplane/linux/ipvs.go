@@ -151,6 +151,11 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 	if err != nil {
 		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
 	}
+	sets, err := d.shim.Entries(ctx)
+	if err != nil {
+		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
+	}
+	obs.State.Sets = sets
 	return obs, nil
 }
 

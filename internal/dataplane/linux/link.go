@@ -36,6 +36,15 @@ var requiredSysctls = []string{
 
 const sysctlConnReuse = "net/ipv4/vs/conn_reuse_mode"
 
+// strictARPSysctls keep a node from answering ARP for the VIPs bound on
+// kube-ipvs0 (arp_ignore=1: answer only for addresses of the receiving
+// interface) and from using them as ARP sources (arp_announce=2), so a VIP
+// announced by one node (MetalLB layer 2) is not claimed by all of them.
+var strictARPSysctls = map[string]string{
+	"net/ipv4/conf/all/arp_ignore":   "1",
+	"net/ipv4/conf/all/arp_announce": "2",
+}
+
 // Init creates the dummy link if it is missing, brings it up and sets the
 // sysctls. Running it again changes nothing that is already right.
 func (d *Dataplane) Init(ctx context.Context) error {
@@ -94,6 +103,13 @@ func (d *Dataplane) setSysctls() error {
 	for _, k := range requiredSysctls {
 		if err := d.writeSysctl(k, "1"); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if d.strict {
+		for k, v := range strictARPSysctls {
+			if err := d.writeSysctl(k, v); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	release, err := os.ReadFile(filepath.Join(d.procSys, "kernel/osrelease"))

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // Options configure New. The zero value is usable.
@@ -39,6 +40,12 @@ type Options struct {
 	CallTimeout time.Duration
 	// ProcSys is where sysctls are written; default /proc/sys.
 	ProcSys string
+	// StrictARP sets arp_ignore=1 and arp_announce=2 on all interfaces, so
+	// that the VIPs on kube-ipvs0 are not answered for by every node (what
+	// MetalLB in layer-2 mode needs; kube-proxy's --ipvs-strict-arp).
+	StrictARP bool
+	// IptablesBackend forces nft or legacy; "" detects the node's.
+	IptablesBackend shim.Backend
 }
 
 // Dataplane talks to the kernel. Its methods may be called from several
@@ -48,6 +55,8 @@ type Dataplane struct {
 	linkName string
 	timeout  time.Duration
 	procSys  string
+	strict   bool
+	shim     *Shim
 
 	// open makes fresh sockets (a seam for tests of the timeout path).
 	open func() (*handles, error)
@@ -88,12 +97,14 @@ func New(opts Options) (*Dataplane, error) {
 		linkName: opts.LinkName,
 		timeout:  opts.CallTimeout,
 		procSys:  opts.ProcSys,
+		strict:   opts.StrictARP,
 		open:     openHandles,
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
 	}
 	d.log = d.log.Named("dataplane")
+	d.shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend})
 	if d.linkName == "" {
 		d.linkName = dataplane.LinkName
 	}

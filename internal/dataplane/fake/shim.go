@@ -1,0 +1,204 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// EnsureShim creates the missing sets of cfg's families (members of sets
+// that exist are kept, as the kernel keeps them) and "writes the rules"
+// only when cfg differs from what they were written for.
+func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "EnsureShim", cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
+		if _, ok := f.sets[def.Name]; !ok {
+			f.sets[def.Name] = map[model.SetEntry]struct{}{}
+		}
+	}
+	if f.shimCfg == nil || !sameShimConfig(*f.shimCfg, cfg) {
+		c := cfg
+		c.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
+		f.shimCfg = &c
+		f.ruleWrites++
+	}
+	return nil
+}
+
+func sameShimConfig(a, b shim.Config) bool {
+	return a.IPv4 == b.IPv4 && a.IPv6 == b.IPv6 && a.MasqueradeAll == b.MasqueradeAll &&
+		slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
+}
+
+// AddSetEntry adds a member: ErrNotExist without its set, ErrExist when
+// it is there.
+func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AddSetEntry", e); err != nil {
+		return err
+	}
+	members, err := f.set(e)
+	if err != nil {
+		return fmt.Errorf("ipset add %s: %w", e, err)
+	}
+	if _, ok := members[e]; ok {
+		return fmt.Errorf("ipset add %s: %w", e, dataplane.ErrExist)
+	}
+	members[e] = struct{}{}
+	return nil
+}
+
+// DeleteSetEntry removes a member: ErrNotExist without it or its set.
+func (f *Fake) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteSetEntry", e); err != nil {
+		return err
+	}
+	members, err := f.set(e)
+	if err != nil {
+		return fmt.Errorf("ipset del %s: %w", e, err)
+	}
+	if _, ok := members[e]; !ok {
+		return fmt.Errorf("ipset del %s: %w", e, dataplane.ErrNotExist)
+	}
+	delete(members, e)
+	return nil
+}
+
+// set finds e's set and checks that e fits it, as the kernel would.
+func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
+	members, ok := f.sets[e.Set]
+	if !ok {
+		return nil, fmt.Errorf("set %s: %w", e.Set, dataplane.ErrNotExist)
+	}
+	wantV6 := e.Set == shim.SetName(setKind(e.Set), true)
+	fits := e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto != 0
+	switch shim.TypeOf(e.Set) {
+	case "hash:ip,port,ip":
+		fits = fits && e.Addr2.IsValid() && e.Addr2.Is6() == wantV6 && !e.Net.IsValid()
+	case "hash:ip,port,net":
+		fits = fits && e.Net.IsValid() && e.Net.Addr().Is6() == wantV6 && !e.Addr2.IsValid()
+	default:
+		fits = fits && !e.Addr2.IsValid() && !e.Net.IsValid()
+	}
+	if !fits {
+		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set, shim.TypeOf(e.Set))
+	}
+	return members, nil
+}
+
+// setKind is the kind part of one of our set names.
+func setKind(name string) string {
+	for _, def := range shim.Sets(true, true) {
+		if def.Name == name {
+			return def.Kind
+		}
+	}
+	return ""
+}
+
+// DeleteShim removes the rules and every set.
+func (f *Fake) DeleteShim(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteShim", nil); err != nil {
+		return err
+	}
+	clear(f.sets)
+	f.shimCfg = nil
+	return nil
+}
+
+// DeleteKubeProxyShim removes kube-proxy's leftovers (SetKubeProxyLeftovers).
+func (f *Fake) DeleteKubeProxyShim(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteKubeProxyShim", nil); err != nil {
+		return err
+	}
+	f.kubeProxyLeft = false
+	return nil
+}
+
+// FlushConntrackDest deletes the entries SetConntrackDest planted.
+func (f *Fake) FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := ConntrackKey{Proto: proto, Real: dst}
+	if err := f.begin(ctx, "FlushConntrackDest", k); err != nil {
+		return 0, err
+	}
+	f.flushesDest = append(f.flushesDest, k)
+	n := f.conntrackDest[k]
+	delete(f.conntrackDest, k)
+	return n, nil
+}
+
+// ShimConfig returns the config the rules were last written for, nil when
+// there are no rules.
+func (f *Fake) ShimConfig() *shim.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shimCfg == nil {
+		return nil
+	}
+	c := *f.shimCfg
+	return &c
+}
+
+// RuleWrites counts how many times the rules were (re)written.
+func (f *Fake) RuleWrites() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ruleWrites
+}
+
+// SetNames lists the sets that exist, sorted.
+func (f *Fake) SetNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.sets))
+}
+
+// SetKubeProxyLeftovers plants (true) kube-proxy's chains and sets.
+func (f *Fake) SetKubeProxyLeftovers(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kubeProxyLeft = on
+}
+
+// KubeProxyLeftovers tells whether kube-proxy's leftovers are still there.
+func (f *Fake) KubeProxyLeftovers() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kubeProxyLeft
+}
+
+// SetConntrackDest plants n conntrack entries of proto first sent to dst.
+func (f *Fake) SetConntrackDest(proto model.Protocol, dst netip.AddrPort, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conntrackDest[ConntrackKey{Proto: proto, Real: dst}] = n
+}
+
+// FlushesDest lists every FlushConntrackDest call, in order.
+func (f *Fake) FlushesDest() []ConntrackKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.flushesDest)
+}

@@ -1,0 +1,347 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// Shim is the netfilter side of the dataplane: the shim's ipsets through
+// netlink (one message per member, no exec) and its iptables rules through
+// iptables-save / iptables-restore of the node's backend. It needs no IPVS,
+// so it also runs (and is tested) in a network namespace of a kernel
+// without IPVS. Its methods are serialized.
+type Shim struct {
+	log *zap.Logger
+	// run executes a tool with stdin and returns its stdout (a seam).
+	run      func(ctx context.Context, stdin, name string, args ...string) (string, error)
+	lookPath func(string) (string, error)
+
+	mu       sync.Mutex
+	backend  shim.Backend
+	detected bool
+}
+
+// ShimOptions configure NewShim. The zero value detects the backend.
+type ShimOptions struct {
+	Logger *zap.Logger
+	// Backend forces nft or legacy; "" detects it on first use.
+	Backend shim.Backend
+}
+
+// NewShim returns a shim on the real kernel.
+func NewShim(o ShimOptions) *Shim {
+	s := &Shim{log: o.Logger, run: runTool, lookPath: exec.LookPath, backend: o.Backend, detected: o.Backend != ""}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.log = s.log.Named("shim")
+	return s
+}
+
+// runTool runs name with stdin; a failure carries the tool's stderr.
+func runTool(ctx context.Context, stdin, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+	}
+	return out.String(), nil
+}
+
+// Backend returns the iptables backend in use, detecting it once: the one
+// holding more rules (see shim.ChooseBackend), or the node's plain
+// iptables when neither flavoured binary exists.
+func (s *Shim) Backend(ctx context.Context) shim.Backend {
+	if s.detected {
+		return s.backend
+	}
+	count := func(b shim.Backend) (int, bool) {
+		name := b.Command("iptables-save")
+		if _, err := s.lookPath(name); err != nil {
+			return 0, false
+		}
+		out, err := s.run(ctx, "", name)
+		if err != nil {
+			s.log.Warn("iptables backend probe failed", zap.String("tool", name), zap.Error(err))
+			return 0, false
+		}
+		return shim.CountRules(out), true
+	}
+	nftN, nftOK := count(shim.BackendNFT)
+	legN, legOK := count(shim.BackendLegacy)
+	if nftOK || legOK {
+		s.backend = shim.ChooseBackend(nftN, legN, nftOK, legOK)
+	}
+	s.detected = true
+	s.log.Info("iptables backend", zap.String("backend", string(s.backend)),
+		zap.Int("nft_rules", nftN), zap.Int("legacy_rules", legN))
+	return s.backend
+}
+
+// iptables names the family's tool of the backend.
+func (s *Shim) iptables(ctx context.Context, tool string, v6 bool) string {
+	if v6 {
+		tool = strings.Replace(tool, "iptables", "ip6tables", 1)
+	}
+	return s.Backend(ctx).Command(tool)
+}
+
+// save reads the family's whole ruleset.
+func (s *Shim) save(ctx context.Context, v6 bool) (shim.Saved, error) {
+	out, err := s.run(ctx, "", s.iptables(ctx, "iptables-save", v6))
+	if err != nil {
+		return nil, err
+	}
+	return shim.ParseSave(out), nil
+}
+
+// restore applies iptables-restore input without flushing other chains;
+// --wait queues behind another writer holding the xtables lock.
+func (s *Shim) restore(ctx context.Context, v6 bool, input string) error {
+	_, err := s.run(ctx, input, s.iptables(ctx, "iptables-restore", v6), "--noflush", "--wait")
+	return err
+}
+
+// families lists the families cfg enables, false for IPv4.
+func families(ipv4, ipv6 bool) []bool {
+	var out []bool
+	if ipv4 {
+		out = append(out, false)
+	}
+	if ipv6 {
+		out = append(out, true)
+	}
+	return out
+}
+
+// Ensure creates missing sets and rewrites the rules of each family whose
+// chains or jumps differ from cfg's. It returns how many families it
+// rewrote.
+func (s *Shim) Ensure(ctx context.Context, cfg shim.Config) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ensureSets(ctx, cfg); err != nil {
+		return 0, err
+	}
+	written := 0
+	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
+		saved, err := s.save(ctx, v6)
+		if err != nil {
+			return written, fmt.Errorf("read iptables rules: %w", err)
+		}
+		rules := shim.Rules(cfg, v6)
+		ok, missing := rules.Plan(saved)
+		if ok {
+			continue
+		}
+		if err := s.restore(ctx, v6, rules.Restore(missing)); err != nil {
+			return written, fmt.Errorf("write iptables rules: %w", err)
+		}
+		written++
+		s.log.Info("iptables rules written", zap.Bool("ipv6", v6), zap.Int("jumps_added", len(missing)))
+	}
+	return written, nil
+}
+
+// ensureSets creates the sets cfg needs that are missing. Creating an
+// existing set is refused by the kernel (the request is exclusive), which
+// here just means it is there.
+func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
+	var errs []error
+	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
+		family := uint8(syscall.AF_INET)
+		if def.IPv6 {
+			family = syscall.AF_INET6
+		}
+		err := bounded(ctx, func() error {
+			return netlink.IpsetCreate(def.Name, def.Type, netlink.IpsetCreateOptions{Family: family})
+		})
+		if err != nil && !isSetExists(err) {
+			errs = append(errs, fmt.Errorf("create ipset %s (%s): %w", def.Name, def.Type, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isSetExists(err error) bool {
+	return errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) || errors.Is(err, syscall.EEXIST)
+}
+
+// Entries lists the members of every shim set there is (either family).
+func (s *Shim) Entries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[model.SetEntry]struct{}{}
+	for _, def := range shim.Sets(true, true) {
+		var res *netlink.IPSetResult
+		err := bounded(ctx, func() error {
+			var err error
+			res, err = netlink.IpsetList(def.Name)
+			return err
+		})
+		if errors.Is(err, syscall.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list ipset %s: %w", def.Name, err)
+		}
+		for _, ne := range res.Entries {
+			e, err := fromIPSetEntry(def, ne)
+			if err != nil {
+				return nil, fmt.Errorf("read member of ipset %s: %w", def.Name, err)
+			}
+			out[e] = struct{}{}
+		}
+	}
+	return out, nil
+}
+
+// fromIPSetEntry reads a kernel member of one of our sets.
+func fromIPSetEntry(def shim.SetDef, ne netlink.IPSetEntry) (model.SetEntry, error) {
+	addr, ok := netip.AddrFromSlice(ne.IP)
+	if !ok || ne.Port == nil || ne.Protocol == nil {
+		return model.SetEntry{}, fmt.Errorf("member %+v lacks an address, port or protocol", ne)
+	}
+	e := model.SetEntry{Set: def.Name, Addr: addr.Unmap(), Proto: model.Protocol(*ne.Protocol), Port: *ne.Port}
+	if def.Type == "hash:ip,port,ip" || def.Type == "hash:ip,port,net" {
+		a2, ok := netip.AddrFromSlice(ne.IP2)
+		if !ok {
+			return model.SetEntry{}, fmt.Errorf("member %+v lacks its second address", ne)
+		}
+		if def.Type == "hash:ip,port,ip" {
+			e.Addr2 = a2.Unmap()
+		} else {
+			e.Net = netip.PrefixFrom(a2.Unmap(), int(ne.CIDR2))
+		}
+	}
+	return e, nil
+}
+
+// toIPSetEntry is the netlink form of a member.
+func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
+	port, proto := e.Port, uint8(e.Proto)
+	ne := &netlink.IPSetEntry{IP: net.IP(e.Addr.AsSlice()), Port: &port, Protocol: &proto}
+	if e.Addr2.IsValid() {
+		ne.IP2 = net.IP(e.Addr2.AsSlice())
+	}
+	if e.Net.IsValid() {
+		ne.IP2 = net.IP(e.Net.Addr().AsSlice())
+		ne.CIDR2 = uint8(e.Net.Bits())
+	}
+	return ne
+}
+
+// Add adds a member: ErrExist when it is there, ErrNotExist when the set
+// is missing.
+func (s *Shim) Add(ctx context.Context, e model.SetEntry) error {
+	return s.change(ctx, "add", e, netlink.IpsetAdd, dataplane.ErrExist)
+}
+
+// Delete removes a member: ErrNotExist when it or its set is missing.
+func (s *Shim) Delete(ctx context.Context, e model.SetEntry) error {
+	return s.change(ctx, "delete", e, netlink.IpsetDel, dataplane.ErrNotExist)
+}
+
+// change sends one add or delete. The kernel answers IPSET_ERR_EXIST both
+// for adding a member that is there and deleting one that is not; onExist
+// says which it means here.
+func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn func(string, *netlink.IPSetEntry) error, onExist error) error {
+	if !shim.IsOurs(e.Set) {
+		return fmt.Errorf("%s %s: not one of the shim's sets", what, e)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := bounded(ctx, func() error { return fn(e.Set, toIPSetEntry(e)) })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)):
+		err = fmt.Errorf("%w: %w", onExist, err)
+	case errors.Is(err, syscall.ENOENT):
+		err = fmt.Errorf("set %s: %w: %w", e.Set, dataplane.ErrNotExist, err)
+	}
+	return fmt.Errorf("ipset %s %s: %w", what, e, err)
+}
+
+// Remove deletes the shim's jumps and chains in both families, then its
+// sets (a set still matched by a rule cannot be destroyed).
+func (s *Shim) Remove(ctx context.Context) error {
+	return s.removeAll(ctx, shim.OurChains(), shim.IsOurs)
+}
+
+// RemoveKubeProxy deletes kube-proxy IPVS mode's jumps, chains and sets.
+func (s *Shim) RemoveKubeProxy(ctx context.Context) error {
+	return s.removeAll(ctx, shim.KubeProxyChains(), shim.IsKubeProxySet)
+}
+
+func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMatch func(string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, v6 := range families(true, true) {
+		if _, err := s.lookPath(s.iptables(ctx, "iptables-restore", v6)); err != nil {
+			continue // no ip6tables here: nothing of that family can exist
+		}
+		saved, err := s.save(ctx, v6)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read iptables rules: %w", err))
+			continue
+		}
+		if input := shim.Removal(saved, chains); input != "" {
+			if err := s.restore(ctx, v6, input); err != nil {
+				errs = append(errs, fmt.Errorf("remove iptables chains: %w", err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return s.destroySets(ctx, setMatch)
+}
+
+// destroySets destroys every set whose name matches.
+func (s *Shim) destroySets(ctx context.Context, match func(string) bool) error {
+	var all []netlink.IPSetResult
+	err := bounded(ctx, func() error {
+		var err error
+		all, err = netlink.IpsetListAll()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("list ipsets: %w", err)
+	}
+	var errs []error
+	for _, set := range all {
+		if !match(set.SetName) {
+			continue
+		}
+		err := bounded(ctx, func() error { return netlink.IpsetDestroy(set.SetName) })
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", set.SetName, err))
+		}
+	}
+	return errors.Join(errs...)
+}

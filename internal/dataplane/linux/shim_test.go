@@ -1,0 +1,329 @@
+//go:build linux
+
+package linux_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/dataplanetest"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// envIsolated marks a test process already running in a network namespace
+// of its own (re-executed by isolated, or inside the VM).
+const envIsolated = "KUBE_IPVS_NETNS"
+
+// isolated makes the calling top-level test run in a fresh network
+// namespace: outside one it re-runs just that test under `unshare -n` and
+// returns false (the caller returns; the child's verdict is the test's);
+// inside one (or in the VM, which is throwaway) it returns true. The shim
+// changes netfilter state, which must never be the host's own.
+func isolated(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(envIsolated) == "1" || os.Getenv("KUBE_IPVS_VM") == "1" {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "the netfilter shim test needs root (it runs in a fresh network namespace)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		skipOrFail(t, "unshare (util-linux) is needed to make a network namespace")
+	}
+	cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envIsolated+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a fresh network namespace:\n%s", out)
+	if err != nil {
+		t.Fatalf("test failed in its network namespace: %v", err)
+	}
+	if strings.Contains(string(out), "--- SKIP: "+t.Name()) {
+		t.Skip("skipped in its network namespace")
+	}
+	return false
+}
+
+// needBackend skips when the backend's tools are missing (the VM has only
+// iptables-nft).
+func needBackend(t *testing.T, b shim.Backend) {
+	t.Helper()
+	for _, tool := range []string{"iptables-save", "iptables-restore", "ip6tables-save", "ip6tables-restore"} {
+		if _, err := exec.LookPath(b.Command(tool)); err != nil {
+			t.Skipf("%s not installed", b.Command(tool))
+		}
+	}
+	if _, err := exec.LookPath("ipset"); err != nil {
+		skipOrFail(t, "ipset not installed")
+	}
+}
+
+// shimPlane is the Shim alone as a dataplanetest.ShimPlane: Observe reads
+// the sets only.
+type shimPlane struct{ *linux.Shim }
+
+func (s shimPlane) EnsureShim(ctx context.Context, cfg shim.Config) error {
+	_, err := s.Shim.Ensure(ctx, cfg)
+	return err
+}
+func (s shimPlane) AddSetEntry(ctx context.Context, e model.SetEntry) error {
+	return s.Shim.Add(ctx, e)
+}
+func (s shimPlane) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
+	return s.Shim.Delete(ctx, e)
+}
+func (s shimPlane) DeleteShim(ctx context.Context) error { return s.Shim.Remove(ctx) }
+func (s shimPlane) Observe(ctx context.Context) (dataplane.Observation, error) {
+	sets, err := s.Shim.Entries(ctx)
+	st := model.NewState()
+	st.Sets = sets
+	return dataplane.Observation{State: st}, err
+}
+
+func newShim(t *testing.T, b shim.Backend) *linux.Shim {
+	s := linux.NewShim(linux.ShimOptions{Backend: b})
+	clean := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Remove(ctx); err != nil {
+			t.Errorf("remove the shim: %v", err)
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+	return s
+}
+
+func ctx30(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestShimNFT(t *testing.T)    { testShimBackend(t, shim.BackendNFT) }
+func TestShimLegacy(t *testing.T) { testShimBackend(t, shim.BackendLegacy) }
+
+func testShimBackend(t *testing.T, b shim.Backend) {
+	if !isolated(t) {
+		return
+	}
+	needBackend(t, b)
+	t.Run("Contract", func(t *testing.T) {
+		dataplanetest.RunShim(t, func(t *testing.T) dataplanetest.ShimPlane { return shimPlane{newShim(t, b)} })
+	})
+	t.Run("RulesWrittenOnlyOnChange", func(t *testing.T) { testRulesOnlyOnChange(t, b) })
+	t.Run("AtomicReplacement", func(t *testing.T) { testAtomicReplacement(t, b) })
+	t.Run("RemoveLeavesForeignRules", func(t *testing.T) { testRemoveForeign(t, b) })
+	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
+}
+
+func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	cfg := shim.Config{IPv4: true, IPv6: true}
+	ensure := func(cfg shim.Config, want int, why string) {
+		t.Helper()
+		n, err := s.Ensure(ctx, cfg)
+		if err != nil {
+			t.Fatalf("ensure (%s): %v", why, err)
+		}
+		if n != want {
+			t.Fatalf("ensure (%s) rewrote %d families, want %d", why, n, want)
+		}
+	}
+	ensure(cfg, 2, "first")
+	ensure(cfg, 0, "unchanged")
+	// Someone deletes one of our rules: repaired, in that family only.
+	run(t, b.Command("iptables"), "-t", "filter", "-D", shim.ChainSourceRanges, "-j", "DROP")
+	ensure(cfg, 1, "a rule deleted")
+	// Someone deletes a jump: put back once, not duplicated.
+	run(t, b.Command("ip6tables"), "-t", "nat", "-D", "OUTPUT", "-j", shim.ChainServices)
+	ensure(cfg, 1, "a jump deleted")
+	ensure(cfg, 0, "repaired")
+	save := run(t, b.Command("iptables-save"))
+	if n := strings.Count(save, "-A PREROUTING -j "+shim.ChainServices+"\n"); n != 1 {
+		t.Fatalf("%d PREROUTING jumps, want 1:\n%s", n, save)
+	}
+	cfg.MasqueradeAll = true
+	ensure(cfg, 2, "config changed")
+	save = run(t, b.Command("iptables-save"))
+	if !strings.Contains(save, "-A KUBE-IPVS-SERVICES -m set --match-set KUBE-IPVS-CLUSTER-IP dst,dst -j KUBE-IPVS-MARK-MASQ") {
+		t.Fatalf("masquerade-all rule missing:\n%s", save)
+	}
+}
+
+// testAtomicReplacement rewrites the rules back and forth while a reader
+// keeps listing them: every listing must show one whole version of our
+// chain, never an empty or half-written one.
+func testAtomicReplacement(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	a := shim.Config{IPv4: true}
+	c := shim.Config{IPv4: true, MasqueradeAll: true}
+	var versions [][]string
+	for _, cfg := range []shim.Config{a, c} {
+		for _, ch := range shim.Rules(cfg, false).Tables[0].Chains {
+			if ch.Name == shim.ChainServices {
+				versions = append(versions, ch.Rules)
+			}
+		}
+	}
+	if _, err := s.Ensure(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads int
+	var bad []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			out, err := exec.Command(b.Command("iptables-save"), "-t", "nat").Output()
+			if err != nil {
+				bad = append(bad, err.Error())
+				return
+			}
+			reads++
+			got := shim.ParseSave(string(out))["nat"].Rules[shim.ChainServices]
+			if !slices.ContainsFunc(versions, func(v []string) bool { return slices.Equal(v, got) }) {
+				bad = append(bad, fmt.Sprintf("%q", got))
+			}
+		}
+	}()
+	const rounds = 30
+	for i := range rounds {
+		if _, err := s.Ensure(ctx, []shim.Config{c, a}[i%2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d rewrites, %d concurrent listings", rounds, reads)
+	if len(bad) > 0 {
+		t.Fatalf("%d listings saw a partial chain, first: %s", len(bad), bad[0])
+	}
+}
+
+func testRemoveForeign(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	if _, err := s.Ensure(ctx, shim.Config{IPv4: true, IPv6: true}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, b.Command("iptables"), "-t", "filter", "-A", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
+	run(t, "ipset", "create", "foreign-set", "hash:ip")
+	if err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	save := run(t, b.Command("iptables-save")) + run(t, b.Command("ip6tables-save"))
+	if strings.Contains(save, "KUBE-IPVS") {
+		t.Fatalf("our rules survived removal:\n%s", save)
+	}
+	if !strings.Contains(save, "-A INPUT -s 10.9.9.9/32 -j DROP") {
+		t.Fatalf("a foreign rule was removed:\n%s", save)
+	}
+	sets := run(t, "ipset", "list", "-n")
+	if strings.Contains(sets, "KUBE-IPVS") || !strings.Contains(sets, "foreign-set") {
+		t.Fatalf("sets after removal:\n%s", sets)
+	}
+	run(t, b.Command("iptables"), "-t", "filter", "-D", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
+	run(t, "ipset", "destroy", "foreign-set")
+}
+
+// kubeProxyLeftovers is a small kube-proxy IPVS-mode shaped ruleset.
+const kubeProxyLeftovers = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-NODE-PORT - [0:0]
+:KUBE-LOAD-BALANCER - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+COMMIT
+*filter
+:KUBE-FORWARD - [0:0]
+:KUBE-IPVS-FILTER - [0:0]
+-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-IPVS-IPS dst -j REJECT
+COMMIT
+`
+
+func testRemoveKubeProxy(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	run(t, "ipset", "create", "KUBE-CLUSTER-IP", "hash:ip,port")
+	run(t, "ipset", "create", "KUBE-IPVS-IPS", "hash:ip")
+	run(t, "ipset", "create", "KUBE-6-CLUSTER-IP", "hash:ip,port", "family", "inet6")
+	cmd := exec.Command(b.Command("iptables-restore"), "--noflush")
+	cmd.Stdin = strings.NewReader(kubeProxyLeftovers)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("plant kube-proxy leftovers: %v\n%s", err, out)
+	}
+	if _, err := s.Ensure(ctx, shim.Config{IPv4: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveKubeProxy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	save := run(t, b.Command("iptables-save"))
+	for _, gone := range []string{"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-IPVS-FILTER", "KUBE-FORWARD"} {
+		if strings.Contains(save, gone+" ") || strings.Contains(save, gone+"\n") {
+			t.Fatalf("kube-proxy chain %s survived:\n%s", gone, save)
+		}
+	}
+	if !strings.Contains(save, "-A INPUT -j "+shim.ChainFirewall) {
+		t.Fatalf("our rules were removed with kube-proxy's:\n%s", save)
+	}
+	sets := run(t, "ipset", "list", "-n")
+	if strings.Contains(sets, "KUBE-CLUSTER-IP") || strings.Contains(sets, "KUBE-6-") || strings.Contains(sets, "KUBE-IPVS-IPS") {
+		t.Fatalf("kube-proxy sets survived:\n%s", sets)
+	}
+	if !strings.Contains(sets, shim.SetName(shim.ClusterIP, false)) {
+		t.Fatalf("our sets were destroyed:\n%s", sets)
+	}
+}
+
+// TestShimDetectsBackend: rules in the legacy tables make legacy the
+// backend; a bare node gets nft.
+func TestShimDetectsBackend(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	needBackend(t, shim.BackendLegacy)
+	needBackend(t, shim.BackendNFT)
+	if got := linux.NewShim(linux.ShimOptions{}).Backend(ctx30(t)); got != shim.BackendNFT {
+		t.Errorf("bare node: backend %s, want nft", got)
+	}
+	for i := range 3 {
+		run(t, "iptables-legacy", "-A", "INPUT", "-s", fmt.Sprintf("10.9.9.%d/32", i), "-j", "ACCEPT")
+	}
+	t.Cleanup(func() { _, _ = exec.Command("iptables-legacy", "-F", "INPUT").CombinedOutput() })
+	if got := linux.NewShim(linux.ShimOptions{}).Backend(ctx30(t)); got != shim.BackendLegacy {
+		t.Errorf("rules in legacy: backend %s, want legacy", got)
+	}
+}
