@@ -105,6 +105,26 @@ func (t table) matches(key string, w want) bool {
 	return true
 }
 
+// holds tells whether key exists with the wanted real servers and weights,
+// any other real server being at weight 0 (draining).
+func (t table) holds(key string, w want) bool {
+	vs, ok := t[key]
+	if !ok {
+		return false
+	}
+	for a, r := range vs.reals {
+		if wt, ok := w[a]; ok && r.weight != wt || !ok && r.weight != 0 {
+			return false
+		}
+	}
+	for a := range w {
+		if _, ok := vs.reals[a]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // waitTable waits until cond holds on the kernel table and returns how long
 // it took; it fails the test on timeout.
 func waitTable(t *testing.T, what string, cond func(table) bool, key string) time.Duration {
@@ -175,6 +195,12 @@ UDP  10.96.0.10:53 rr
 	}
 	if r := tab["TCP 10.96.0.40:443"].reals["10.244.2.5:8443"]; r.active != 3 || r.inactive != 12 {
 		t.Errorf("counters: got %d/%d, want 3/12", r.active, r.inactive)
+	}
+	if !tab.holds("TCP 10.96.0.40:443", want{"10.244.1.5:8443": 1}) {
+		t.Error("holds: a weight-0 extra real server should be allowed")
+	}
+	if tab.holds("TCP 10.96.0.40:443", want{"10.244.2.5:8443": 0}) {
+		t.Error("holds: an extra real server at weight 1 should not be allowed")
 	}
 	if _, err := parseTable("  -> 10.244.1.5:8443 Masq 1 0 0\n"); err == nil {
 		t.Error("a real server line before any service parsed without error")

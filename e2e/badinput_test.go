@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Scenario 7: bad input. A malformed manifest dropped into the folder, a
+// live file broken by an edit, and a Service with an unknown scheduler each
+// leave the running table exactly as it was and are reported in the agent's
+// log; fixing the files applies them.
+func TestBadInput(t *testing.T) {
+	s := setup(t)
+	bs := s.startBackends(t, "bad", 7, 2)
+	live := tcpService("bad-live", "10.96.7.1", bs[:1])
+	s.ready(t, live, bs[0])
+	fixed := tcpService("broken", "10.96.7.2", bs[1:]) // what broken.yaml becomes
+	s.cleanupService(t, fixed)
+
+	// unchanged applies a bad file and requires the agent to report it and
+	// then run a full sync that changes nothing.
+	unchanged := func(t *testing.T, file, content string, reported func(logEntry) bool) {
+		t.Helper()
+		before := saveTable(t)
+		mark := s.agent.mark()
+		s.writeFile(t, file, content)
+		e, next, err := s.agent.waitLogAt(mark, settle, reported)
+		if err != nil {
+			t.Fatalf("the agent did not report the bad %s: %v", file, err)
+		}
+		t.Logf("agent reported: %s", e)
+		if _, err := s.agent.waitLog(next, settle, isFullSync); err != nil {
+			t.Fatalf("no full sync after the report: %v", err)
+		}
+		for _, e := range s.agent.since(mark) {
+			if isSync(e) && e.int("ops") != 0 {
+				t.Errorf("the agent applied operations after the bad %s: %s", file, e)
+			}
+		}
+		after := saveTable(t)
+		if strings.Join(before, "\n") != strings.Join(after, "\n") {
+			t.Errorf("the table changed after the bad %s:\nbefore:\n%s\nafter:\n%s", file, strings.Join(before, "\n"), strings.Join(after, "\n"))
+		}
+		if name, err := s.client.ask("", live.target(), 3*time.Second); err != nil || name != bs[0].name {
+			t.Errorf("%s after the bad %s: answered by %q, %v; want %s", live.target(), file, name, err, bs[0].name)
+		}
+	}
+	problemIn := func(file string) func(logEntry) bool {
+		return func(e logEntry) bool {
+			return e.msg() == "manifest problem" && strings.HasSuffix(e.str("file"), file) && e.str("error") != ""
+		}
+	}
+
+	t.Run("malformed new file", func(t *testing.T) {
+		unchanged(t, fixed.file(), "apiVersion: v1\nkind: Service\nmetadata: {name: broken, namespace: e2e\nspec: [\n",
+			problemIn(fixed.file()))
+	})
+
+	t.Run("live file broken by an edit", func(t *testing.T) {
+		// The file loses its end mid-document, as a careless copy would.
+		y := live.with(endpoint{addr: bs[0].addr}, endpoint{addr: bs[1].addr}).yaml()
+		cut := y[:strings.LastIndex(y, "conditions:")] + "conditions: {ready: tr\n"
+		unchanged(t, live.file(), cut, problemIn(live.file()))
+	})
+
+	t.Run("unknown scheduler", func(t *testing.T) {
+		bad := live.with(endpoint{addr: bs[0].addr}, endpoint{addr: bs[1].addr}).annotated(map[string]string{annScheduler: "no-such-scheduler"})
+		unchanged(t, live.file(), bad.yaml(), func(e logEntry) bool {
+			return e.msg() == "service not applied" && strings.Contains(e.str("service"), live.name)
+		})
+	})
+
+	t.Run("fixing the files applies them", func(t *testing.T) {
+		s.put(t, fixed)
+		took := waitReals(t, fixed, allAt(fixed, 1, bs[1]))
+		t.Logf("the fixed %s applied: %s programmed after %s", fixed.file(), fixed.vs(), took.Round(time.Millisecond))
+		grown := live.with(endpoint{addr: bs[0].addr}, endpoint{addr: bs[1].addr})
+		s.put(t, grown)
+		took = waitReals(t, grown, allAt(grown, 1, bs...))
+		t.Logf("the fixed %s applied: %s holds both backends after %s", live.file(), live.vs(), took.Round(time.Millisecond))
+		got := s.askN(t, "", live.target(), 10)
+		if len(got) != 2 {
+			t.Errorf("after the fix %s reached %s; want both backends", live.target(), got)
+		}
+		if name, err := s.client.ask("", fixed.target(), 3*time.Second); err != nil || name != bs[1].name {
+			t.Errorf("%s: answered by %q, %v; want %s", fixed.target(), name, err, bs[1].name)
+		}
+	})
+}
