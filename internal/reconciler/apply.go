@@ -11,6 +11,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // apply runs the operations in order, recording each success in the
@@ -20,13 +21,20 @@ import (
 // not bound (a bound VIP always has its virtual server, or traffic to it is
 // accepted locally and dropped), and a VIP whose virtual server could not be
 // deleted stays bound (the binding is what makes the server ours, so the
-// next sync can still remove it).
+// next sync can still remove it). A VIP whose source-range filter could
+// not be put in place is not bound either: it would go live unfiltered.
 func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err error) {
 	var errs []error
 	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
-	var udpGone []netip.AddrPort
+	// frontends whose virtual server could not be deleted keep their set
+	// members: they are what still marks the server as ours.
+	kept := map[netip.Addr]bool{}
+	var udpGone, udpFirst []netip.AddrPort
 	for _, op := range ops {
 		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
+			continue
+		}
+		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
 			continue
 		}
 		if e := applyOp(ctx, r.opt.Dataplane, op); e != nil {
@@ -36,13 +44,23 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
 				held[op.VS.Key.Addr] = true
 			}
+			if op.Kind == plan.DeleteService {
+				kept[op.VS.Key.Addr] = true
+			}
+			if op.Kind == plan.AddSetEntry && guardsSource(op.Entry) {
+				held[op.Entry.Addr] = true
+			}
 			continue
 		}
 		r.log.Debug("applied", zap.Stringer("op", op))
 		r.conntrackTodo(op, &udpGone)
+		if firstEndpoint(op) {
+			udpFirst = append(udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
+		}
 		op.ApplyTo(&r.observed)
 	}
 	r.flushConntrack(ctx, udpGone)
+	r.flushConntrackDest(ctx, udpFirst)
 	return failed, errors.Join(errs...)
 }
 
@@ -100,6 +118,35 @@ func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
 	return false
 }
 
+// guardsSource tells whether a set member is part of a source-range filter.
+func guardsSource(e model.SetEntry) bool {
+	v6 := e.Addr.Is6()
+	return e.Set == shim.SetName(shim.Firewall, v6) || e.Set == shim.SetName(shim.SourceRanges, v6)
+}
+
+// firstEndpoint tells whether an applied operation means a UDP frontend
+// just got its first usable endpoint: its no-endpoints member went.
+func firstEndpoint(op plan.Op) bool {
+	e := op.Entry
+	return op.Kind == plan.DeleteSetEntry && e.Proto == model.UDP && e.Set == shim.SetName(shim.NoEndpoints, e.Addr.Is6())
+}
+
+// flushConntrackDest deletes the conntrack entries made towards UDP
+// frontends while they had no endpoint: a client that keeps its source
+// port (DNS resolvers) would otherwise keep matching the stale entry and
+// never reach the new endpoint (kubernetes/kubernetes#59368 and the DNS
+// fixes after it). Failures are logged: the entries expire on their own.
+func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPort) {
+	for _, dst := range dsts {
+		n, err := r.opt.Dataplane.FlushConntrackDest(ctx, model.UDP, dst)
+		if err != nil {
+			r.log.Warn("delete conntrack entries", zap.Stringer("vs", dst), zap.Error(err))
+			continue
+		}
+		r.log.Debug("deleted conntrack entries", zap.Stringer("vs", dst), zap.Int("entries", n))
+	}
+}
+
 // applyOp sends one operation to the dataplane.
 func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
 	k := op.VS.Key
@@ -120,6 +167,10 @@ func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
 		return dp.AddAddr(ctx, op.Addr)
 	case plan.UnbindAddr:
 		return dp.DeleteAddr(ctx, op.Addr)
+	case plan.AddSetEntry:
+		return dp.AddSetEntry(ctx, op.Entry)
+	case plan.DeleteSetEntry:
+		return dp.DeleteSetEntry(ctx, op.Entry)
 	}
 	return fmt.Errorf("unknown operation kind %s", op.Kind)
 }

@@ -19,10 +19,13 @@ type CleanupOptions struct {
 	NodeAddrs     []netip.Addr
 	NodePortRange config.PortRange
 	Exclude       []netip.Prefix
+	// KubeProxy also removes kube-proxy IPVS mode's netfilter leftovers
+	// (its virtual servers on kube-ipvs0 go with ours: same link).
+	KubeProxy bool
 }
 
-// Cleanup removes everything the agent owns (its virtual servers, the VIPs
-// and the link) and nothing else: the same ownership predicate as a sync
+// Cleanup removes everything the agent owns (its virtual servers, the VIPs,
+// the link and the netfilter shim) and nothing else: the same ownership predicate as a sync
 // with nothing desired, so foreign services survive. It returns the
 // operations it applied.
 func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([]plan.Op, error) {
@@ -37,6 +40,7 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 		Exclude:       opt.Exclude,
 		IPv4:          true,
 		IPv6:          true,
+		SetMembers:    obs.State.Sets,
 	}
 	for _, a := range opt.NodeAddrs {
 		owner.NodeAddrs[a] = struct{}{}
@@ -45,8 +49,8 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 	var errs []error
 	var done []plan.Op
 	for _, op := range ops {
-		if op.Kind == plan.UnbindAddr {
-			continue // the link goes whole below
+		if op.Kind == plan.UnbindAddr || op.Kind == plan.DeleteSetEntry {
+			continue // the link and the sets go whole below
 		}
 		if err := applyOp(ctx, dp, op); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("%s: %w", op, err))
@@ -61,5 +65,15 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 	if err := dp.DeleteLink(ctx); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
 		return done, fmt.Errorf("delete link %s: %w", dataplane.LinkName, err)
 	}
-	return done, nil
+	// The shim goes last: while virtual servers remained, their traffic
+	// still needed its masquerading.
+	if err := dp.DeleteShim(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if opt.KubeProxy {
+		if err := dp.DeleteKubeProxyShim(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return done, errors.Join(errs...)
 }

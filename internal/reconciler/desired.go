@@ -1,8 +1,10 @@
 package reconciler
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
@@ -17,6 +19,9 @@ type desiredSet struct {
 	results  map[model.ServiceName]translate.Result
 	owner    map[model.VSKey]model.ServiceName
 	addrRefs map[netip.Addr]int
+	// setRefs counts the Services that need a set member (two Services may
+	// share an endpoint, hence a hairpin member).
+	setRefs map[model.SetEntry]int
 }
 
 func newDesiredSet() desiredSet {
@@ -25,6 +30,7 @@ func newDesiredSet() desiredSet {
 		results:  map[model.ServiceName]translate.Result{},
 		owner:    map[model.VSKey]model.ServiceName{},
 		addrRefs: map[netip.Addr]int{},
+		setRefs:  map[model.SetEntry]int{},
 	}
 }
 
@@ -52,7 +58,12 @@ func (d *desiredSet) replace(name model.ServiceName, res translate.Result, scope
 		d.state.Addrs[a] = struct{}{}
 		scope.Addrs[a] = struct{}{}
 	}
-	if len(kept.Services) > 0 || len(kept.Addrs) > 0 {
+	for _, e := range res.SetEntries {
+		d.setRefs[e]++
+		d.state.Sets[e] = struct{}{}
+		scope.Sets[e] = struct{}{}
+	}
+	if len(kept.Services) > 0 || len(kept.Addrs) > 0 || len(kept.SetEntries) > 0 || kept.HealthCheck != nil {
 		d.results[name] = kept
 	}
 	return conflicts
@@ -77,6 +88,36 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 			delete(d.state.Addrs, a)
 		}
 	}
+	for _, e := range old.SetEntries {
+		scope.Sets[e] = struct{}{}
+		if d.setRefs[e]--; d.setRefs[e] <= 0 {
+			delete(d.setRefs, e)
+			delete(d.state.Sets, e)
+		}
+	}
+}
+
+// healthChecks lists the held Services' health checks by port. Two
+// Services claiming one port (the API server prevents it) keep the first
+// by name.
+func (d *desiredSet) healthChecks() []translate.HealthCheck {
+	byPort := map[uint16]translate.HealthCheck{}
+	for _, res := range d.results {
+		hc := res.HealthCheck
+		if hc == nil {
+			continue
+		}
+		if old, ok := byPort[hc.Port]; ok && old.Service.Compare(hc.Service) < 0 {
+			continue
+		}
+		byPort[hc.Port] = *hc
+	}
+	out := make([]translate.HealthCheck, 0, len(byPort))
+	for _, hc := range byPort {
+		out = append(out, hc)
+	}
+	slices.SortFunc(out, func(a, b translate.HealthCheck) int { return cmp.Compare(a.Port, b.Port) })
+	return out
 }
 
 // meta returns what is known about a desired virtual server.

@@ -15,6 +15,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -32,6 +33,9 @@ type Options struct {
 	NodePortRange config.PortRange
 	Exclude       []netip.Prefix
 	Timeouts      dataplane.Timeouts
+	// Shim shapes the netfilter shim's rules (masquerade-all, cluster CIDRs,
+	// families).
+	Shim shim.Config
 	// DryRun prints the operations to Out instead of applying them.
 	DryRun   bool
 	Out      io.Writer
@@ -65,6 +69,8 @@ func New(opt Options) *Reconciler {
 	if opt.Log == nil {
 		opt.Log = zap.NewNop()
 	}
+	// The shim serves the families the agent serves.
+	opt.Shim.IPv4, opt.Shim.IPv6 = opt.Translate.IPv4, opt.Translate.IPv6
 	return &Reconciler{
 		opt:     opt,
 		log:     opt.Log.Named("reconciler"),
@@ -82,8 +88,15 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	if err := r.opt.Dataplane.Init(ctx); err != nil {
 		return err
 	}
+	if err := r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim); err != nil {
+		return err
+	}
 	return r.opt.Dataplane.SetTimeouts(ctx, r.opt.Timeouts)
 }
+
+// HealthChecks lists the health-check node ports of the Services held,
+// with their local endpoint counts as of the last sync.
+func (r *Reconciler) HealthChecks() []translate.HealthCheck { return r.desired.healthChecks() }
 
 // Desired returns the whole desired state (a copy), for inspection.
 func (r *Reconciler) Desired() model.State { return r.desired.state.Clone() }

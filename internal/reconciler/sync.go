@@ -44,9 +44,15 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	// what nobody asked for be pruned.
 	full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
 	st.Full = full
+	var shimErr error
 	if full {
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
+		}
+		// The rules are constant for a configuration: a full sync only
+		// repairs them if someone changed them (no write otherwise).
+		if !r.opt.DryRun {
+			shimErr = r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim)
 		}
 	}
 	scope := r.retranslate(&st)
@@ -77,7 +83,7 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if err == nil && synced && full {
 		r.prunedOnce = true
 	}
-	return r.finish(st, err)
+	return r.finish(st, errors.Join(err, shimErr))
 }
 
 // finish records and logs a sync's outcome.
@@ -157,6 +163,9 @@ func (r *Reconciler) everything() plan.Scope {
 		for a := range s.Addrs {
 			sc.Addrs[a] = struct{}{}
 		}
+		for e := range s.Sets {
+			sc.Sets[e] = struct{}{}
+		}
 	}
 	return sc
 }
@@ -226,6 +235,7 @@ func (r *Reconciler) owner() plan.Owner {
 		Exclude:       r.opt.Exclude,
 		IPv4:          r.opt.Translate.IPv4,
 		IPv6:          r.opt.Translate.IPv6,
+		SetMembers:    r.observed.Sets,
 	}
 }
 
@@ -235,7 +245,7 @@ func withoutDeletes(ops []plan.Op) []plan.Op {
 	out := ops[:0:0]
 	for _, op := range ops {
 		switch op.Kind {
-		case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr:
+		case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr, plan.DeleteSetEntry:
 			continue
 		}
 		out = append(out, op)
