@@ -1,0 +1,177 @@
+// Package healthcheck serves the health-check node ports of Services with
+// externalTrafficPolicy Local: an external load balancer probes every node
+// on the Service's healthCheckNodePort and sends traffic only to nodes that
+// answer 200, i.e. that have a local endpoint. The answers follow
+// kube-proxy's (pkg/proxy/healthcheck): 200 with the count of local
+// endpoints, 503 when there is none, and the same JSON body, so load
+// balancers configured for kube-proxy keep working.
+package healthcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// Options configure a Server. The zero value listens on every address.
+type Options struct {
+	Logger *zap.Logger
+	// Listen opens a port's listener (a seam for tests); nil listens on
+	// TCP :port.
+	Listen func(port uint16) (net.Listener, error)
+	// Healthy reports whether the proxy itself is healthy (its syncs
+	// succeed); nil means always. It fills serviceProxyHealthy.
+	Healthy func() bool
+}
+
+// Server runs one HTTP server per health-check node port.
+type Server struct {
+	opt Options
+	log *zap.Logger
+
+	mu    sync.Mutex
+	ports map[uint16]*port
+}
+
+// port is one listening health-check port and what it reports.
+type port struct {
+	srv *http.Server
+	ln  net.Listener
+
+	mu    sync.Mutex
+	name  model.ServiceName
+	local int
+}
+
+// New returns a server with no ports open.
+func New(opt Options) *Server {
+	if opt.Logger == nil {
+		opt.Logger = zap.NewNop()
+	}
+	if opt.Listen == nil {
+		opt.Listen = func(p uint16) (net.Listener, error) {
+			return net.Listen("tcp", ":"+strconv.Itoa(int(p)))
+		}
+	}
+	if opt.Healthy == nil {
+		opt.Healthy = func() bool { return true }
+	}
+	return &Server{opt: opt, log: opt.Logger.Named("healthcheck"), ports: map[uint16]*port{}}
+}
+
+// Sync opens the ports of hcs that are not open, updates what every port
+// reports, and closes the ports no longer listed. A port that cannot be
+// opened is reported and retried on the next Sync.
+func (s *Server) Sync(hcs []translate.HealthCheck) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[uint16]bool{}
+	var errs []error
+	for _, hc := range hcs {
+		want[hc.Port] = true
+		p, ok := s.ports[hc.Port]
+		if !ok {
+			var err error
+			if p, err = s.open(hc.Port); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.ports[hc.Port] = p
+		}
+		p.set(hc.Service, hc.LocalEndpoints)
+	}
+	for n, p := range s.ports {
+		if !want[n] {
+			p.close()
+			delete(s.ports, n)
+			s.log.Info("health check port closed", zap.Uint16("port", n))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// open starts serving one port.
+func (s *Server) open(n uint16) (*port, error) {
+	ln, err := s.opt.Listen(n)
+	if err != nil {
+		return nil, fmt.Errorf("listen on health check port %d: %w", n, err)
+	}
+	p := &port{ln: ln}
+	p.srv = &http.Server{Handler: s.handler(p), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("health check server stopped", zap.Uint16("port", n), zap.Error(err))
+		}
+	}()
+	s.log.Info("health check port open", zap.Uint16("port", n))
+	return p, nil
+}
+
+func (p *port) set(name model.ServiceName, local int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.name, p.local = name, local
+}
+
+func (p *port) get() (model.ServiceName, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.name, p.local
+}
+
+func (p *port) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = p.srv.Shutdown(ctx)
+}
+
+// Body is the JSON a health-check port answers with (kube-proxy's shape).
+type Body struct {
+	Service struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"service"`
+	LocalEndpoints      int  `json:"localEndpoints"`
+	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
+}
+
+// handler answers any path: 200 with local endpoints (and a healthy
+// proxy), 503 otherwise.
+func (s *Server) handler(p *port) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		name, local := p.get()
+		var b Body
+		b.Service.Namespace, b.Service.Name = name.Namespace, name.Name
+		b.LocalEndpoints = local
+		b.ServiceProxyHealthy = s.opt.Healthy()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if local > 0 && b.ServiceProxyHealthy {
+			w.WriteHeader(http.StatusOK)
+		} else {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(b)
+	})
+}
+
+// Close stops every port.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n, p := range s.ports {
+		p.close()
+		delete(s.ports, n)
+	}
+}
