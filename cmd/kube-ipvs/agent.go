@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,9 +16,11 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -25,6 +28,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	c := config.Default()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	agentFlags(fs, &c)
+	var sf shimFlags
+	bindShimFlags(fs, &sf)
 	if !parseFlags(fs, args, &c, stderr) {
 		return 2
 	}
@@ -34,7 +39,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	if err := agent(ctx, c, log, stdout); err != nil {
+	if err := agent(ctx, c, sf, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1
 	}
@@ -43,10 +48,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // agent wires the pieces and runs them: source -> store -> reconciler ->
 // dataplane, driven by the runner (or once).
-func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
+func agent(ctx context.Context, c config.Config, sf shimFlags, log *zap.Logger, stdout io.Writer) error {
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(linux.Options{Logger: log})
+	dp, err := linux.New(linux.Options{Logger: log, StrictARP: sf.StrictARP, IptablesBackend: shim.Backend(sf.Backend)})
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}
@@ -56,7 +61,9 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		return err
 	}
 	defer src.stop()
-	rec := reconciler.New(reconcilerOptions(c, node, dp, src, log, stdout))
+	opts := reconcilerOptions(c, node, dp, src, log, stdout)
+	opts.Shim = sf.shim()
+	rec := reconciler.New(opts)
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)
 	}
@@ -76,9 +83,11 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			}
 		}()
 	}
+	hc, syncHealth := healthChecks(g, log)
+	defer hc.Close()
 	waitSynced(ctx, src)
 	r := runner.Runner{
-		Sync:        g.sync,
+		Sync:        syncHealth,
 		Trigger:     src.store.Notify(),
 		MinInterval: c.MinSyncPeriod,
 		Period:      c.SyncPeriod,
@@ -112,6 +121,23 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 		Out:           out,
 		Log:           log,
 		Recorder:      src.recorder,
+	}
+}
+
+// healthChecks serves the health-check node ports, and wraps a sync so
+// that after each one the ports and their local endpoint counts follow,
+// and the ports answer 503 while syncs fail.
+func healthChecks(g *guarded, log *zap.Logger) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
+	var healthy atomic.Bool
+	healthy.Store(true)
+	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: healthy.Load})
+	return hc, func(ctx context.Context, full bool) (time.Duration, error) {
+		d, err := g.sync(ctx, full)
+		healthy.Store(err == nil)
+		if herr := hc.Sync(g.rec.HealthChecks()); herr != nil {
+			log.Warn("health check ports", zap.Error(herr))
+		}
+		return d, err
 	}
 }
 

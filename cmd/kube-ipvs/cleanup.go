@@ -27,6 +27,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		c.ExcludeCIDRs = ps
 		return err
 	})
+	kubeProxy := fs.Bool("kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
 	logFlags(fs, &c)
 	if !parseFlags(fs, args, &c, stderr) {
 		return 2
@@ -43,7 +44,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer dp.Close()
 	ops, err := reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
-		NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs,
+		NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: *kubeProxy,
 	})
 	for _, op := range ops {
 		fmt.Fprintln(stdout, op)
