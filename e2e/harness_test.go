@@ -118,6 +118,9 @@ func newSuite() (*suite, error) {
 		return nil, fmt.Errorf("making the log folder: %w", err)
 	}
 	s := &suite{dir: dir, logDir: logDir}
+	if _, err := run("iptables", append([]string{"-w", "-A"}, conntrackRule...)...); err != nil {
+		return nil, fmt.Errorf("turning connection tracking on: %w", err)
+	}
 	if err := writeAtomic(filepath.Join(dir, "node.yaml"), nodeYAML()); err != nil {
 		return nil, err
 	}
@@ -130,8 +133,17 @@ func newSuite() (*suite, error) {
 	return s, nil
 }
 
+// conntrackRule is a FORWARD rule that matches on connection state. A real
+// node always has such rules (CNI, kube-proxy, firewalls), and the kernel
+// only tracks connections in a namespace once some rule needs it; without
+// one the agent's deletion of stale UDP entries could not be observed.
+var conntrackRule = []string{"FORWARD", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT"}
+
 func (s *suite) close() error {
 	var errs []error
+	if _, err := run("iptables", append([]string{"-w", "-D"}, conntrackRule...)...); err != nil {
+		errs = append(errs, err)
+	}
 	if s.agent != nil {
 		errs = append(errs, s.agent.stop())
 	}

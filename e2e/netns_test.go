@@ -30,7 +30,7 @@ const (
 // clientAddrs are the client namespace's addresses; the first is its
 // primary. Several, so that source-hashing schedulers can be seen to spread
 // clients while keeping each on one backend.
-var clientAddrs = []string{"10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7"}
+var clientAddrs = []string{"10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8", "10.0.0.9"}
 
 // ip runs iproute2's ip (first on PATH for exec, unlike in busybox sh).
 func ip(args ...string) error {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ func TestUDPNeverBlackHoles(t *testing.T) {
 	rest := without(bs, x)
 	t.Logf("the flow from %s is on %s", src, x.name)
 
+	if n, out := flowEntries(t, src.Port, x.addr); n == 0 {
+		t.Fatalf("no conntrack entry of the flow toward %s before the removal, so the check below would prove nothing; conntrack -L says:\n%s", x.name, out)
+	}
+
 	removed := time.Now()
 	s.put(t, svc.with(endpoint{addr: rest[0].addr}))
 	if err := x.stop(); err != nil {
@@ -58,6 +63,11 @@ func TestUDPNeverBlackHoles(t *testing.T) {
 	gone := waitReals(t, svc, allAt(svc, 1, rest[0]))
 	t.Logf("UDP: %s removed and stopped; the same flow was answered by %s %s later, after %d unanswered tries (%s); real server gone from the kernel %s after the check",
 		x.name, next.name, next.at.Sub(removed).Round(time.Millisecond), f.lostSince(removed), f.summary(), gone.Round(time.Millisecond))
+	if n, out := flowEntries(t, src.Port, x.addr); n != 0 {
+		t.Errorf("%d conntrack entries of the flow still lead to the removed %s:\n%s", n, x.name, out)
+	} else {
+		t.Logf("conntrack: %s", out)
+	}
 	if d := next.at.Sub(removed); d > 10*time.Second {
 		t.Errorf("the flow was without answers for %s after the removal", d)
 	}
@@ -67,6 +77,32 @@ func TestUDPNeverBlackHoles(t *testing.T) {
 			t.Fatalf("after the move the flow is not steady on %s: %q, %v", rest[0].name, got.name, err)
 		}
 	}
+}
+
+// flowEntries counts the conntrack entries of the UDP flow from sport whose
+// reply comes from backend addr (IPVS NAT: the reply source is the real
+// server).
+func flowEntries(t *testing.T, sport int, addr string) (int, string) {
+	t.Helper()
+	out, err := run("conntrack", "-L", "-p", "udp", "--orig-port-src", strconv.Itoa(sport))
+	if err != nil {
+		t.Fatalf("listing conntrack entries: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		// The second src= is the reply direction's source.
+		srcs := 0
+		for _, w := range f {
+			if strings.HasPrefix(w, "src=") {
+				srcs++
+				if srcs == 2 && w == "src="+addr {
+					n++
+				}
+			}
+		}
+	}
+	return n, strings.TrimSpace(out)
 }
 
 // flow sends one datagram at a time on a connected UDP socket and records
