@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static test unit contract agent-vm ipvsadm-vm e2e demo vet fmt clean
+.PHONY: all build static test unit contract agent-vm ipvsadm-vm shim-vm e2e demo vet fmt clean
 
 all: build
 
@@ -20,7 +20,7 @@ static:
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the
 # ipvsadm-compatible listing against the real ipvsadm.
-test: vet unit contract agent-vm ipvsadm-vm e2e
+test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e
 
 unit:
 	$(GO) test -count=1 ./...
@@ -34,6 +34,12 @@ agent-vm:
 # `kube-ipvs ipvsadm ARGS` against the real ipvsadm, byte for byte.
 ipvsadm-vm:
 	scripts/ipvsadm-vm.sh
+
+# The netfilter shim with real traffic: node and hairpin to ClusterIPs,
+# NodePorts by traffic policy, health-check ports, source ranges, reject
+# without endpoints, cleanup --kube-proxy.
+shim-vm:
+	scripts/shim-vm.sh
 
 # Real traffic through real IPVS: the end-to-end scenarios (e2e/) in the VM.
 e2e:
