@@ -28,6 +28,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return err
 	})
 	kubeProxy := fs.Bool("kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
+	kubeProxyOnly := fs.Bool("kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
 	logFlags(fs, &c)
 	if !parseFlags(fs, args, &c, stderr) {
 		return 2
@@ -43,6 +44,13 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer dp.Close()
+	if *kubeProxyOnly {
+		if err := dp.DeleteKubeProxyShim(ctx); err != nil {
+			log.Error("cleanup incomplete", zap.Error(err))
+			return 1
+		}
+		return 0
+	}
 	ops, err := reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
 		NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: *kubeProxy,
 	})
