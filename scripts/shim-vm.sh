@@ -144,7 +144,16 @@ case "$out" in *pod-a=*failures=0) ok "the resync repaired the rules, hairpin wo
 iptables-save -t nat | grep -q -- '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES' \
   && ipset list -n | grep -qx KUBE-CLUSTER-IP && ok "the agent left kube-proxy's chains and sets alone" \
   || bad "kube-proxy's leftovers changed while the agent ran"
+# Migration without a gap: kube-proxy's leftovers go while the agent serves.
+kube-ipvs cleanup --kube-proxy-only --log-level error || bad "cleanup --kube-proxy-only exited $?"
+left=$(iptables-save | grep -E -- '-j KUBE-SERVICES|^:KUBE-SERVICES'; ipset list -n | grep -E '^KUBE-[^I]')
+[ -z "$left" ] && ok "cleanup --kube-proxy-only removed kube-proxy's chains and sets" || bad "left: $left"
+out=$(in_ns pod-a probe -tcp 10.96.0.100:80 -n 4)
+case "$out" in *pod-a=*failures=0) ok "... and the agent's shim kept serving (hairpin works)" ;; *) bad "after --kube-proxy-only: $out" ;; esac
 kill "$agent"; wait "$agent"
+
+# A kube-proxy-shaped leftover set again, for cleanup --kube-proxy.
+ipset create KUBE-LOOP-BACK hash:ip,port,ip && ipset add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
 
 kube-ipvs cleanup --kube-proxy --log-level error >/tmp/cleanup.txt || bad "cleanup exited $?"
 left=$(iptables-save | grep -E 'KUBE-' ; ip6tables-save | grep -E 'KUBE-'; ipset list -n | grep KUBE-)
