@@ -23,7 +23,9 @@ func TestReport(t *testing.T) {
 	now := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
 	foreign := model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)
-	rs := func(a string, w int) model.RealServer { return model.RealServer{Addr: netip.MustParseAddrPort(a), Weight: w} }
+	rs := func(a string, w int) model.RealServer {
+		return model.RealServer{Addr: netip.MustParseAddrPort(a), Weight: w}
+	}
 	svc := func(k model.VSKey, sched string, reals ...model.RealServer) *model.Service {
 		s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
 		for _, r := range reals {
