@@ -1,5 +1,8 @@
-# kube-ipvs node agent image. The agent talks netlink itself; ipvsadm is
-# not needed at run time (a later `kube-ipvs ipvsadm` replaces it).
+# kube-ipvs node agent image. The agent talks netlink itself (IPVS, links,
+# ipset members, conntrack); ipvsadm is not needed at run time. Its netfilter
+# shim writes a few iptables rules with iptables-save/-restore, so the image
+# carries iptables (both the nft and the legacy flavour: the agent uses the
+# one the node uses).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -8,7 +11,8 @@ COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /kube-ipvs ./cmd/kube-ipvs
 
-FROM gcr.io/distroless/static-debian12
+FROM debian:trixie-slim
+RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
 COPY --from=build /kube-ipvs /usr/local/bin/kube-ipvs
 ENTRYPOINT ["/usr/local/bin/kube-ipvs"]
 CMD ["agent"]

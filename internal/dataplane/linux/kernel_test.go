@@ -15,6 +15,7 @@ import (
 	"github.com/ti-mo/conntrack"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -157,5 +158,59 @@ func TestFlushConntrack(t *testing.T) {
 		case deleted && !errors.Is(err, syscall.ENOENT):
 			t.Errorf("get deleted flow %s: %v, want ENOENT", f.TupleOrig, err)
 		}
+	}
+}
+
+func TestFlushConntrackDest(t *testing.T) {
+	dp := newLinux(t)
+	ct, err := conntrack.Dial(nil)
+	if err != nil {
+		t.Fatalf("open conntrack: %v", err)
+	}
+	defer ct.Close()
+	vip := netip.MustParseAddrPort("10.96.0.10:53")
+	other := netip.MustParseAddrPort("10.96.0.11:53")
+	// Flows made while the Service had no endpoint: not NATed, the reply
+	// comes from the VIP itself.
+	flows := []conntrack.Flow{
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.50:40000"), vip, vip),     // deleted
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.51:40001"), vip, vip),     // deleted
+		natFlow(syscall.IPPROTO_TCP, netip.MustParseAddrPort("10.0.0.50:40000"), vip, vip),     // other protocol
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.52:40002"), other, other), // other frontend
+	}
+	for _, f := range flows {
+		if err := ct.Create(f); err != nil {
+			t.Fatalf("create flow %s: %v", f.TupleOrig, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, f := range flows {
+			_ = ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig})
+		}
+	})
+	n, err := dp.FlushConntrackDest(t.Context(), model.UDP, vip)
+	if err != nil || n != 2 {
+		t.Fatalf("flush UDP to %s: got %d, %v; want 2, nil", vip, n, err)
+	}
+	for i, f := range flows {
+		_, err := ct.Get(conntrack.Flow{TupleOrig: f.TupleOrig})
+		if deleted := i < 2; deleted != (err != nil) {
+			t.Errorf("flow %s: deleted=%v, lookup error %v", f.TupleOrig, deleted, err)
+		}
+	}
+}
+
+func TestStrictARP(t *testing.T) {
+	newLinux(t) // root, IPVS, a clean kernel
+	dp, err := linux.New(linux.Options{StrictARP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := readSysctl(t, "net/ipv4/conf/all/arp_ignore"), readSysctl(t, "net/ipv4/conf/all/arp_announce"); a != "1" || b != "2" {
+		t.Fatalf("strict ARP: arp_ignore=%s arp_announce=%s, want 1 and 2", a, b)
 	}
 }

@@ -122,6 +122,12 @@ func (s *Shim) restore(ctx context.Context, v6 bool, input string) error {
 	return err
 }
 
+// has tells whether a tool is installed.
+func (s *Shim) has(tool string) bool {
+	_, err := s.lookPath(tool)
+	return err == nil
+}
+
 // families lists the families cfg enables, false for IPv4.
 func families(ipv4, ipv6 bool) []bool {
 	var out []bool
@@ -148,6 +154,12 @@ func (s *Shim) Ensure(ctx context.Context, cfg shim.Config) (int, error) {
 	}
 	written := 0
 	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
+		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
+			// A node without ip6tables has no IPv6 netfilter to shim;
+			// IPv4 must not fail for it.
+			s.log.Warn("no ip6tables: IPv6 services get no masquerading or filtering", zap.String("tool", tool))
+			continue
+		}
 		saved, err := s.save(ctx, v6)
 		if err != nil {
 			return written, fmt.Errorf("read iptables rules: %w", err)
@@ -302,7 +314,7 @@ func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMat
 	defer s.mu.Unlock()
 	var errs []error
 	for _, v6 := range families(true, true) {
-		if _, err := s.lookPath(s.iptables(ctx, "iptables-restore", v6)); err != nil {
+		if !s.has(s.iptables(ctx, "iptables-restore", v6)) {
 			continue // no ip6tables here: nothing of that family can exist
 		}
 		saved, err := s.save(ctx, v6)
