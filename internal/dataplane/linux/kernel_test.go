@@ -168,15 +168,15 @@ func TestFlushConntrackDest(t *testing.T) {
 		t.Fatalf("open conntrack: %v", err)
 	}
 	defer ct.Close()
-	vip := netip.MustParseAddrPort("10.96.0.10:53")
-	other := netip.MustParseAddrPort("10.96.0.11:53")
+	vip := netip.MustParseAddrPort("10.96.9.10:53")
+	other := netip.MustParseAddrPort("10.96.9.11:53")
 	// Flows made while the Service had no endpoint: not NATed, the reply
 	// comes from the VIP itself.
 	flows := []conntrack.Flow{
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.50:40000"), vip, vip),     // deleted
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.51:40001"), vip, vip),     // deleted
-		natFlow(syscall.IPPROTO_TCP, netip.MustParseAddrPort("10.0.0.50:40000"), vip, vip),     // other protocol
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.0.52:40002"), other, other), // other frontend
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.50:41000"), vip, vip),     // deleted
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.51:41001"), vip, vip),     // deleted
+		natFlow(syscall.IPPROTO_TCP, netip.MustParseAddrPort("10.0.9.50:41000"), vip, vip),     // other protocol
+		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.52:41002"), other, other), // other frontend
 	}
 	for _, f := range flows {
 		if err := ct.Create(f); err != nil {
