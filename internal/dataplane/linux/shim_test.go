@@ -5,6 +5,7 @@ package linux_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -133,6 +134,36 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	t.Run("AtomicReplacement", func(t *testing.T) { testAtomicReplacement(t, b) })
 	t.Run("RemoveLeavesForeignRules", func(t *testing.T) { testRemoveForeign(t, b) })
 	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
+	t.Run("ThousandMembers", func(t *testing.T) { testThousandMembers(t, b) })
+}
+
+// testThousandMembers adds and lists 1,000 members (one netlink message
+// each, no exec) and times an Ensure that finds nothing to change.
+func testThousandMembers(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	cfg := shim.Config{IPv4: true, IPv6: true}
+	if _, err := s.Ensure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 1000 {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+		if err := s.Add(ctx, shim.Entry(shim.ClusterIP, vip, model.TCP, 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	added := time.Since(start)
+	start = time.Now()
+	got, err := s.Entries(ctx)
+	if err != nil || len(got) != 1000 {
+		t.Fatalf("listed %d members (%v), want 1000", len(got), err)
+	}
+	listed := time.Since(start)
+	start = time.Now()
+	if n, err := s.Ensure(ctx, cfg); err != nil || n != 0 {
+		t.Fatalf("unchanged ensure rewrote %d families: %v", n, err)
+	}
+	t.Logf("1000 adds %s (%s each), list %s, unchanged Ensure %s", added, added/1000, listed, time.Since(start))
 }
 
 func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
