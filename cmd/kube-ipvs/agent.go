@@ -28,8 +28,6 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	c := config.Default()
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	agentFlags(fs, &c)
-	var sf shimFlags
-	bindShimFlags(fs, &sf)
 	if !parseFlags(fs, args, &c, stderr) {
 		return 2
 	}
@@ -39,7 +37,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	if err := agent(ctx, c, sf, log, stdout); err != nil {
+	if err := agent(ctx, c, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1
 	}
@@ -48,10 +46,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // agent wires the pieces and runs them: source -> store -> reconciler ->
 // dataplane, driven by the runner (or once).
-func agent(ctx context.Context, c config.Config, sf shimFlags, log *zap.Logger, stdout io.Writer) error {
+func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(linux.Options{Logger: log, StrictARP: sf.StrictARP, IptablesBackend: shim.Backend(sf.Backend)})
+	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: shim.Backend(c.IptablesBackend)})
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}
@@ -62,7 +60,7 @@ func agent(ctx context.Context, c config.Config, sf shimFlags, log *zap.Logger, 
 	}
 	defer src.stop()
 	opts := reconcilerOptions(c, node, dp, src, log, stdout)
-	opts.Shim = sf.shim()
+	opts.Shim = shim.Config{MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs}
 	rec := reconciler.New(opts)
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
-	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // agentFlags binds the agent's flags to a config. Names follow kube-proxy's
@@ -44,6 +43,14 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.DurationVar(&c.UDPTimeout, "udp-timeout", c.UDPTimeout, "IPVS timeout for UDP flows (0: leave as is)")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
+	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade every connection to a ClusterIP")
+	fs.Func("cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded", func(v string) error {
+		ps, err := parsePrefixes(v)
+		c.ClusterCIDRs = ps
+		return err
+	})
+	fs.BoolVar(&c.StrictARP, "strict-arp", c.StrictARP, "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
+	fs.StringVar(&c.IptablesBackend, "iptables-backend", c.IptablesBackend, "nft or legacy (default: the one holding more rules on this node)")
 	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
 }
@@ -130,38 +137,4 @@ func nodeName(override string) string {
 	}
 	h, _ := os.Hostname()
 	return strings.ToLower(h)
-}
-
-// shimFlags are the agent's netfilter and node flags (kube-proxy's names).
-// They live beside config.Config, which this change does not own.
-type shimFlags struct {
-	MasqueradeAll bool
-	ClusterCIDRs  []netip.Prefix
-	StrictARP     bool
-	Backend       string
-}
-
-func bindShimFlags(fs *flag.FlagSet, s *shimFlags) {
-	fs.BoolVar(&s.MasqueradeAll, "masquerade-all", s.MasqueradeAll, "masquerade every connection to a ClusterIP")
-	fs.Func("cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded", func(v string) error {
-		ps, err := parsePrefixes(v)
-		s.ClusterCIDRs = ps
-		if err == nil {
-			err = s.shim().Validate()
-		}
-		return err
-	})
-	fs.BoolVar(&s.StrictARP, "strict-arp", s.StrictARP, "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
-	fs.Func("iptables-backend", "nft or legacy (default: the one holding more rules on this node)", func(v string) error {
-		if v != string(shim.BackendNFT) && v != string(shim.BackendLegacy) {
-			return fmt.Errorf("want nft or legacy, got %q", v)
-		}
-		s.Backend = v
-		return nil
-	})
-}
-
-// shim is the shim's configuration (families are the reconciler's).
-func (s shimFlags) shim() shim.Config {
-	return shim.Config{MasqueradeAll: s.MasqueradeAll, ClusterCIDRs: s.ClusterCIDRs}
 }

@@ -23,6 +23,8 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"agent", "--log-format", "xml"}, []string{"--log-format", "xml"}},
 		{[]string{"agent", "--manifests", "x", "--kubeconfig", "y"}, []string{"--manifests", "--kubeconfig"}},
 		{[]string{"agent", "--ipv4=false", "--ipv6=false"}, []string{"address family"}},
+		{[]string{"agent", "--cluster-cidr", "10.244.0.0/16,10.245.0.0/16"}, []string{"--cluster-cidr", "same family"}},
+		{[]string{"agent", "--iptables-backend", "bpf"}, []string{"--iptables-backend", `"bpf"`}},
 		{[]string{"agent", "stray"}, []string{`unexpected argument "stray"`}},
 		{[]string{"cleanup", "--nodeport-range", "3-1"}, []string{"nodeport-range", "FIRST-LAST"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},

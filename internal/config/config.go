@@ -38,6 +38,12 @@ type Config struct {
 
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 
+	// The netfilter shim and node settings (kube-proxy's flag names).
+	MasqueradeAll   bool
+	ClusterCIDRs    []netip.Prefix // at most one per family
+	StrictARP       bool
+	IptablesBackend string // "nft", "legacy" or "" (detect)
+
 	Once   bool
 	DryRun bool
 
@@ -124,6 +130,12 @@ func (c Config) Validate() error {
 			bad(flag, "must be a whole number of seconds >= 0, got %s", d)
 		}
 	}
+	if err := clusterCIDRsValid(c.ClusterCIDRs); err != nil {
+		bad("cluster-cidr", "%v", err)
+	}
+	if c.IptablesBackend != "" && c.IptablesBackend != "nft" && c.IptablesBackend != "legacy" {
+		bad("iptables-backend", "want nft or legacy (or leave it out to detect), got %q", c.IptablesBackend)
+	}
 	if c.DebugAddress != "" {
 		if _, err := netip.ParseAddrPort(c.DebugAddress); err != nil {
 			bad("debug-address", "want IP:PORT (or empty to turn off), got %q", c.DebugAddress)
@@ -140,6 +152,20 @@ func (c Config) Validate() error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// clusterCIDRsValid allows one CIDR per family: the shim renders one
+// "not from the pods" rule per family.
+func clusterCIDRsValid(ps []netip.Prefix) error {
+	seen := map[bool]netip.Prefix{}
+	for _, p := range ps {
+		v6 := p.Addr().Is6()
+		if old, dup := seen[v6]; dup {
+			return fmt.Errorf("%s and %s are of the same family: give at most one per family", old, p)
+		}
+		seen[v6] = p
+	}
+	return nil
 }
 
 // FamilyEnabled tells whether addr's family is handled.

@@ -28,6 +28,10 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"tcp timeout", func(c *Config) { c.TCPTimeout = 1500 * time.Millisecond }, "--tcp-timeout: must be a whole number of seconds"},
 		{"families", func(c *Config) { c.IPv4, c.IPv6 = false, false }, "at least one address family"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, `--log-level: want debug, info, warn or error, got "loud"`},
+		{"cluster cidr", func(c *Config) {
+			c.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}
+		}, "--cluster-cidr: 10.244.0.0/16 and 10.245.0.0/16 are of the same family"},
+		{"iptables backend", func(c *Config) { c.IptablesBackend = "bpf" }, `--iptables-backend: want nft or legacy`},
 		{"debug address", func(c *Config) { c.DebugAddress = "localhost" }, `--debug-address: want IP:PORT`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
