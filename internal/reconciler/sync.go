@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,24 +43,45 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	synced := r.opt.Store.Synced()
 	// The first sync after every source has synced is full: only then may
 	// what nobody asked for be pruned.
-	full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
-	st.Full = full
+	st.Full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
 	var shimErr error
-	if full {
+	if st.Full {
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
 		}
-		// The rules are constant for a configuration: a full sync only
-		// repairs them if someone changed them (no write otherwise).
-		if !r.opt.DryRun {
-			shimErr = r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim)
-		}
+		shimErr = r.ensureShim(ctx)
 	}
-	scope := r.retranslate(&st)
-	if full {
+	ops := r.plan(ctx, &st, synced)
+	if r.opt.DryRun {
+		return r.finish(st, r.print(ops))
+	}
+	failed, err := r.apply(ctx, ops)
+	st.Failed = failed
+	if err == nil && synced && st.Full {
+		r.prunedOnce = true
+	}
+	return r.finish(st, errors.Join(err, shimErr))
+}
+
+// ensureShim repairs the netfilter rules on a full sync. They are constant
+// for a configuration, so this writes nothing unless someone changed them.
+func (r *Reconciler) ensureShim(ctx context.Context) error {
+	if r.opt.DryRun {
+		return nil
+	}
+	return r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim)
+}
+
+// plan translates what changed and returns the operations that bring the
+// scope (the changed Services, or everything on a full sync) in step,
+// draining real servers kept at weight 0. Until every source has synced
+// nothing is deleted: the absence of an object proves nothing yet.
+func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.Op {
+	scope := r.retranslate(st)
+	if st.Full {
 		scope = r.everything()
 	}
-	r.addDraining(ctx, scope, full)
+	r.addDraining(ctx, scope, st.Full)
 	desired := scope.Of(r.desired.state)
 	observed := scope.Of(r.observed)
 	st.Draining = drain(drainInput{
@@ -67,23 +89,15 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetDrains(r.drains, r.desired.state)
+	if st.Draining > 0 {
+		st.Requeue = drainRecheck
+	}
 	ops := plan.Diff(desired, observed, r.owner())
 	if !synced {
 		ops = withoutDeletes(ops)
 	}
 	st.Ops = len(ops)
-	if st.Draining > 0 {
-		st.Requeue = drainRecheck
-	}
-	if r.opt.DryRun {
-		return r.finish(st, r.print(ops))
-	}
-	failed, err := r.apply(ctx, ops)
-	st.Failed = failed
-	if err == nil && synced && full {
-		r.prunedOnce = true
-	}
-	return r.finish(st, errors.Join(err, shimErr))
+	return ops
 }
 
 // finish records and logs a sync's outcome.
@@ -125,11 +139,13 @@ func (r *Reconciler) retranslate(st *Status) plan.Scope {
 	names := changes.Services
 	node := r.opt.Store.Node()
 	if changes.Node {
-		names = append(r.opt.Store.ServiceNames(), r.desired.names()...)
+		// Every Service may translate differently on a new Node (addresses,
+		// zone): all held ones, and all translated before (deleted since).
+		names = slices.Compact(slices.SortedFunc(slices.Values(append(r.opt.Store.ServiceNames(), r.desired.names()...)), model.ServiceName.Compare))
 	}
 	for _, name := range names {
-		svc, slices := r.opt.Store.Service(name)
-		res := translate.Service(svc, slices, node, r.opt.Translate)
+		svc, epSlices := r.opt.Store.Service(name)
+		res := translate.Service(svc, epSlices, node, r.opt.Translate)
 		st.Services++
 		if res.Err != nil {
 			r.warn(name, "InvalidService", res.Err)
