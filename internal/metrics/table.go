@@ -1,0 +1,53 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Table is the size of what the agent holds in the kernel.
+type Table struct {
+	VirtualServers int // virtual servers the agent wants that the kernel holds
+	RealServers    int // their real servers, draining ones included
+	BoundVIPs      int // addresses bound on the agent's link
+	Draining       int // real servers kept at weight 0 until their connections end
+	Invalid        int // Services skipped because they could not be translated
+}
+
+// TableCollector reports a Table read at scrape time. Counting is left to
+// the scrape so that a sync's cost keeps following its change: counting
+// real servers walks every virtual server, which an incremental sync of one
+// Service among thousands must not pay.
+type TableCollector struct {
+	read  func() Table
+	descs [5]*prometheus.Desc
+}
+
+// NewTable returns a collector calling read on every scrape; read must be
+// safe to call concurrently with syncs (the caller serializes).
+func NewTable(read func() Table) *TableCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &TableCollector{read: read, descs: [5]*prometheus.Desc{
+		d(VirtualServers, "IPVS virtual servers the agent wants and the kernel holds (foreign ones are not counted)."),
+		d(RealServers, "Real servers of those virtual servers, draining ones included."),
+		d(BoundVIPs, "Addresses bound on the kube-ipvs0 link."),
+		d(DrainingReals, "Real servers kept at weight 0 until their connections end or the drain timeout passes."),
+		d(InvalidServices, "Services skipped because they could not be translated (their last good state stays in force)."),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *TableCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *TableCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.read()
+	for i, v := range []int{t.VirtualServers, t.RealServers, t.BoundVIPs, t.Draining, t.Invalid} {
+		m, err := prometheus.NewConstMetric(c.descs[i], prometheus.GaugeValue, float64(v))
+		if err != nil {
+			m = prometheus.NewInvalidMetric(c.descs[i], err)
+		}
+		ch <- m
+	}
+}
