@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
@@ -42,6 +43,7 @@ type Options struct {
 	Log      *zap.Logger
 	Recorder Recorder         // may be nil
 	Now      func() time.Time // nil: time.Now
+	Metrics  *metrics.Metrics // may be nil
 }
 
 // Reconciler keeps the kernel in step with the store. Not safe for
@@ -59,6 +61,7 @@ type Reconciler struct {
 	desired desiredSet
 	drains  map[dataplane.RealRef]time.Time
 	last    Status
+	metrics syncMetrics
 }
 
 // New returns a reconciler; call Init before the first Sync.
@@ -71,11 +74,13 @@ func New(opt Options) *Reconciler {
 	}
 	// The shim serves the families the agent serves.
 	opt.Shim.IPv4, opt.Shim.IPv6 = opt.Translate.IPv4, opt.Translate.IPv6
+	opt.Dataplane = instrument(opt.Dataplane, opt.Metrics)
 	return &Reconciler{
 		opt:     opt,
 		log:     opt.Log.Named("reconciler"),
 		desired: newDesiredSet(),
 		drains:  map[dataplane.RealRef]time.Time{},
+		metrics: syncMetrics{m: opt.Metrics},
 	}
 }
 

@@ -105,6 +105,7 @@ func (r *Reconciler) finish(st Status, err error) (Status, error) {
 	st.Err = err
 	st.Duration = r.opt.Now().Sub(st.Time)
 	r.last = st
+	r.metrics.synced(st)
 	if err != nil {
 		r.needFull = true
 		return st, err
@@ -146,6 +147,7 @@ func (r *Reconciler) retranslate(st *Status) plan.Scope {
 	for _, name := range names {
 		svc, epSlices := r.opt.Store.Service(name)
 		res := translate.Service(svc, epSlices, node, r.opt.Translate)
+		r.metrics.translated(name, res.Err)
 		st.Services++
 		if res.Err != nil {
 			r.warn(name, "InvalidService", res.Err)
