@@ -11,12 +11,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/healthcheck"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
@@ -59,8 +63,13 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		return err
 	}
 	defer src.stop()
+	reg, m, err := newMetrics()
+	if err != nil {
+		return err
+	}
 	opts := reconcilerOptions(c, node, dp, src, log, stdout)
 	opts.Shim = shim.Config{MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs}
+	opts.Metrics = m
 	rec := reconciler.New(opts)
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)
@@ -74,9 +83,13 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		}
 	}()
 	g := &guarded{rec: rec, src: src, node: node}
+	if err := reg.Register(metrics.NewTable(g.table)); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	if c.DebugAddress != "" {
+		h := server.Handler(g, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		go func() {
-			if err := server.Serve(ctx, c.DebugAddress, server.Handler(g), log.Named("server")); err != nil {
+			if err := server.Serve(ctx, c.DebugAddress, h, log.Named("server")); err != nil {
 				log.Error("debug server stopped", zap.Error(err))
 			}
 		}()
@@ -86,7 +99,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	waitSynced(ctx, src)
 	r := runner.Runner{
 		Sync:        syncHealth,
-		Trigger:     src.store.Notify(),
+		Trigger:     queued(ctx, src.store.Notify(), m),
 		MinInterval: c.MinSyncPeriod,
 		Period:      c.SyncPeriod,
 		Backoff:     time.Second,
@@ -96,6 +109,48 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		},
 	}
 	return r.Run(ctx)
+}
+
+// newMetrics builds the agent's registry: the Go runtime and process
+// collectors (kube-proxy serves them too, so its dashboards find them) and
+// the reconciler's metrics. Library code never touches the global registry.
+func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
+	reg := prometheus.NewRegistry()
+	if err := errors.Join(reg.Register(collectors.NewGoCollector()),
+		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
+		return nil, nil, fmt.Errorf("register runtime metrics: %w", err)
+	}
+	m, err := metrics.New(reg)
+	return reg, m, err
+}
+
+// table counts the kernel table for a scrape, between syncs.
+func (g *guarded) table() metrics.Table {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rec.Table()
+}
+
+// queued forwards the store's change notifications to the runner, noting
+// when each arrived: kube-proxy's last_queued_timestamp, which against the
+// last sync's timestamp tells a stuck agent from an idle one.
+func queued(ctx context.Context, in <-chan struct{}, m *metrics.Metrics) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in:
+				m.Queued(time.Now())
+				select {
+				case out <- struct{}{}:
+				default: // one pending trigger is enough: the runner coalesces
+				}
+			}
+		}
+	}()
+	return out
 }
 
 func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src *input, log *zap.Logger, out io.Writer) reconciler.Options {

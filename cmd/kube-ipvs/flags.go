@@ -51,7 +51,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	})
 	fs.BoolVar(&c.StrictARP, "strict-arp", c.StrictARP, "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
 	fs.StringVar(&c.IptablesBackend, "iptables-backend", c.IptablesBackend, "nft or legacy (default: the one holding more rules on this node)")
-	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
+	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz, Prometheus /metrics and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
 }
 

@@ -1,5 +1,6 @@
 // Package server is the agent's local HTTP endpoint: liveness and health,
-// and the debug views `kube-ipvs status` and `kube-ipvs diff` read.
+// Prometheus metrics, and the debug views `kube-ipvs status` and
+// `kube-ipvs diff` read.
 package server
 
 import (
@@ -17,10 +18,11 @@ import (
 
 // Paths served.
 const (
-	PathLive   = "/livez"
-	PathHealth = "/healthz"
-	PathStatus = "/debug/status"
-	PathDiff   = "/debug/diff"
+	PathLive    = "/livez"
+	PathHealth  = "/healthz"
+	PathStatus  = "/debug/status"
+	PathDiff    = "/debug/diff"
+	PathMetrics = "/metrics"
 )
 
 // Inspector is what the agent exposes to the server.
@@ -31,9 +33,13 @@ type Inspector interface {
 	Drift(ctx context.Context) ([]string, error)
 }
 
-// Handler serves the endpoints for an inspector.
-func Handler(in Inspector) http.Handler {
+// Handler serves the endpoints for an inspector, and metrics (a Prometheus
+// handler; nil: not served) at PathMetrics.
+func Handler(in Inspector, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET "+PathMetrics, metrics)
+	}
 	mux.HandleFunc("GET "+PathLive, func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestHealthFollowsLastSync(t *testing.T) {
 		{"last sync ok", status.Sync{Time: time.Now()}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Handler(inspector{rep: status.Report{LastSync: tc.sync}})
+			h := Handler(inspector{rep: status.Report{LastSync: tc.sync}}, nil)
 			if got := get(t, h, PathHealth).Code; got != tc.code {
 				t.Fatalf("healthz %d, want %d", got, tc.code)
 			}
@@ -50,7 +51,7 @@ func TestHealthFollowsLastSync(t *testing.T) {
 }
 
 func TestDiffAndStatus(t *testing.T) {
-	h := Handler(inspector{rep: status.Report{Node: "node-a"}, drift: []string{"-D -t 10.96.0.1:80"}})
+	h := Handler(inspector{rep: status.Report{Node: "node-a"}, drift: []string{"-D -t 10.96.0.1:80"}}, nil)
 	var d DiffResponse
 	if err := json.NewDecoder(get(t, h, PathDiff).Body).Decode(&d); err != nil || len(d.Ops) != 1 {
 		t.Fatalf("diff %+v %v", d, err)
@@ -59,7 +60,20 @@ func TestDiffAndStatus(t *testing.T) {
 	if err := json.NewDecoder(get(t, h, PathStatus).Body).Decode(&rep); err != nil || rep.Node != "node-a" {
 		t.Fatalf("status %+v %v", rep, err)
 	}
-	if got := get(t, Handler(inspector{err: errors.New("dump failed")}), PathDiff).Code; got != 500 {
+	if got := get(t, Handler(inspector{err: errors.New("dump failed")}, nil), PathDiff).Code; got != 500 {
 		t.Fatalf("failed drift answered %d", got)
+	}
+}
+
+func TestMetricsServedOnlyWhenGiven(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("kube_ipvs_virtual_servers 2\n"))
+	})
+	rec := get(t, Handler(inspector{}, metrics), PathMetrics)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "kube_ipvs_virtual_servers 2") {
+		t.Fatalf("metrics answered %d: %q", rec.Code, rec.Body.String())
+	}
+	if got := get(t, Handler(inspector{}, nil), PathMetrics).Code; got != 404 {
+		t.Fatalf("metrics without a handler answered %d", got)
 	}
 }
