@@ -5,8 +5,9 @@
 #      must equal scripts/testdata/agent-once.ipvsadm;
 #   2. a second agent against the unchanged folder plans nothing (`--dry-run`
 #      prints no operation): restart is free;
-#   3. the running agent's `status` annotates the table and `diff` is empty,
-#      then names a real server deleted behind its back;
+#   3. the running agent's `status` annotates the table, its /metrics counts
+#      the virtual servers, and `diff` is empty, then names a real server
+#      deleted behind its back;
 #   4. `cleanup` removes everything the agent made, the link included, and
 #      leaves a virtual server added by hand (as keepalived would) alone.
 # Set UPDATE=1 to rewrite the golden file from what the kernel printed.
@@ -59,6 +60,17 @@ done
 echo "--- kube-ipvs status"; cat /tmp/status.txt
 grep -q -- '-t 10.96.0.100:80 rr (flag)  default/web port http (ClusterIP)' /tmp/status.txt || fail "status lacks the web Service"
 grep -q -- '-> 10.244.1.2:8080 .* ready on node-a' /tmp/status.txt || fail "status lacks web's endpoints"
+# Prometheus metrics on the same address. Busybox wget crashes in this
+# guest, so a raw HTTP GET through nc (-w: wait for the answer after EOF).
+printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc -w 2 127.0.0.1 10247 | tr -d '\r' >/tmp/metrics.txt
+vs=$(grep -cE '^(TCP|UDP|SCTP|FWM) ' /tmp/got.ipvsadm)
+echo "--- /metrics (kube-ipvs and kube-proxy families; sync duration buckets up to 1.6 ms)"
+grep -E '^(kube_ipvs|kubeproxy)_' /tmp/metrics.txt | grep -v '_bucket' | grep -vE '^kube_ipvs_operations_total.* 0$'
+grep -E '^kubeproxy_sync_proxy_rules_duration_seconds_bucket\{le="(5e-05|0\.000[1-9]|0\.0016)"' /tmp/metrics.txt
+grep -qE '^kubeproxy_sync_proxy_rules_duration_seconds_count [1-9]' /tmp/metrics.txt \
+  || fail "/metrics lacks a sync duration count: $(head -c 300 /tmp/metrics.txt)"
+grep -qx "kube_ipvs_virtual_servers $vs" /tmp/metrics.txt \
+  || fail "/metrics: want kube_ipvs_virtual_servers $vs, got: $(grep '^kube_ipvs_virtual_servers' /tmp/metrics.txt)"
 kube-ipvs diff >/tmp/diff.txt; rc=$?
 [ $rc -eq 0 ] && [ ! -s /tmp/diff.txt ] || fail "diff at steady state exited $rc: $(cat /tmp/diff.txt)"
 ipvsadm -d -t 10.96.0.100:80 -r 10.244.2.2:8080

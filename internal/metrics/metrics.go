@@ -134,6 +134,19 @@ func (m *Metrics) Queued(t time.Time) {
 	m.lastQueued.Set(unixSeconds(t))
 }
 
+// KnownOps creates the operation series of these kinds at zero, so that a
+// rate over them exists from the agent's start (an agent restarted against
+// an unchanged cluster sends nothing for hours).
+func (m *Metrics) KnownOps(kinds ...string) {
+	if m == nil {
+		return
+	}
+	for _, k := range kinds {
+		m.ops.WithLabelValues(k, ResultSuccess)
+		m.ops.WithLabelValues(k, ResultError)
+	}
+}
+
 // Op records one operation sent to the kernel; err is its outcome.
 func (m *Metrics) Op(kind string, err error) {
 	if m == nil {

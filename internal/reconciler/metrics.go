@@ -67,6 +67,9 @@ func instrument(dp dataplane.Dataplane, m *metrics.Metrics) dataplane.Dataplane 
 	if m == nil {
 		return dp
 	}
+	for k := plan.AddService; k <= plan.DeleteSetEntry; k++ {
+		m.KnownOps(k.String())
+	}
 	return instrumented{Dataplane: dp, m: m}
 }
 
