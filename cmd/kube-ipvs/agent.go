@@ -83,7 +83,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		}
 	}()
 	g := &guarded{rec: rec, src: src, node: node}
-	if err := reg.Register(metrics.NewTable(g.table)); err != nil {
+	if err := errors.Join(reg.Register(metrics.NewTable(g.table)), reg.Register(metrics.NewChanges(src.store.ChangeCounts))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	if c.DebugAddress != "" {

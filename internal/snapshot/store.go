@@ -37,6 +37,10 @@ type Store struct {
 	nodeDirty bool
 	pending   map[string]bool // source name -> not yet synced
 	notify    chan struct{}
+
+	// Cumulative counts of changes put in, for kube-proxy's
+	// sync_proxy_rules_{service,endpoint}_changes_total.
+	serviceChanges, sliceChanges uint64
 }
 
 // NewStore returns an empty store waiting for the named sources to sync.
@@ -87,6 +91,7 @@ func (s *Store) SetService(svc *corev1.Service) {
 	s.mu.Lock()
 	s.services[name] = svc
 	s.dirty[name] = struct{}{}
+	s.serviceChanges++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -96,6 +101,7 @@ func (s *Store) DeleteService(name model.ServiceName) {
 	s.mu.Lock()
 	delete(s.services, name)
 	s.dirty[name] = struct{}{}
+	s.serviceChanges++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -111,6 +117,7 @@ func ServiceOf(slice *discoveryv1.EndpointSlice) (model.ServiceName, bool) {
 func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
 	key := sliceKey{slice.Namespace, slice.Name}
 	s.mu.Lock()
+	s.sliceChanges++
 	s.removeSliceLocked(key)
 	if name, ok := ServiceOf(slice); ok {
 		if s.slices[name] == nil {
@@ -127,6 +134,7 @@ func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
 // DeleteSlice removes an EndpointSlice by namespace and name.
 func (s *Store) DeleteSlice(namespace, name string) {
 	s.mu.Lock()
+	s.sliceChanges++
 	s.removeSliceLocked(sliceKey{namespace, name})
 	s.mu.Unlock()
 	s.poke()
@@ -152,6 +160,14 @@ func (s *Store) SetNode(node *corev1.Node) {
 	s.nodeDirty = true
 	s.mu.Unlock()
 	s.poke()
+}
+
+// ChangeCounts returns how many Service and EndpointSlice changes (adds,
+// updates, deletes) have been put in since the store was made.
+func (s *Store) ChangeCounts() (services, endpointSlices uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serviceChanges, s.sliceChanges
 }
 
 // Take returns and clears what changed since the last Take.
