@@ -67,10 +67,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	opts := reconcilerOptions(c, node, dp, src, log, stdout)
-	opts.Shim = shim.Config{MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs}
-	opts.Metrics = m
-	rec := reconciler.New(opts)
+	rec := reconciler.New(reconcilerOptions(c, node, dp, src, m, log, stdout))
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)
 	}
@@ -83,16 +80,8 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		}
 	}()
 	g := &guarded{rec: rec, src: src, node: node}
-	if err := errors.Join(reg.Register(metrics.NewTable(g.table)), reg.Register(metrics.NewChanges(src.store.ChangeCounts))); err != nil {
-		return fmt.Errorf("register metrics: %w", err)
-	}
-	if c.DebugAddress != "" {
-		h := server.Handler(g, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go func() {
-			if err := server.Serve(ctx, c.DebugAddress, h, log.Named("server")); err != nil {
-				log.Error("debug server stopped", zap.Error(err))
-			}
-		}()
+	if err := serveDebug(ctx, c.DebugAddress, g, reg, log); err != nil {
+		return err
 	}
 	hc, syncHealth := healthChecks(g, log)
 	defer hc.Close()
@@ -109,6 +98,24 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		},
 	}
 	return r.Run(ctx)
+}
+
+// serveDebug registers the scrape-time collectors and, when an address is
+// set, serves the debug views and /metrics on it in the background.
+func serveDebug(ctx context.Context, addr string, g *guarded, reg *prometheus.Registry, log *zap.Logger) error {
+	if err := errors.Join(reg.Register(metrics.NewTable(g.table)), reg.Register(metrics.NewChanges(g.src.store.ChangeCounts))); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	if addr == "" {
+		return nil
+	}
+	h := server.Handler(g, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go func() {
+		if err := server.Serve(ctx, addr, h, log.Named("server")); err != nil {
+			log.Error("debug server stopped", zap.Error(err))
+		}
+	}()
+	return nil
 }
 
 // newMetrics builds the agent's registry: the Go runtime and process
@@ -153,7 +160,7 @@ func queued(ctx context.Context, in <-chan struct{}, m *metrics.Metrics) <-chan 
 	return out
 }
 
-func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src *input, log *zap.Logger, out io.Writer) reconciler.Options {
+func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src *input, m *metrics.Metrics, log *zap.Logger, out io.Writer) reconciler.Options {
 	return reconciler.Options{
 		Dataplane: dp,
 		Store:     src.store,
@@ -170,10 +177,12 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,
 		Timeouts:      dataplane.Timeouts{TCP: c.TCPTimeout, TCPFin: c.TCPFinTimeout, UDP: c.UDPTimeout},
+		Shim:          shim.Config{MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs},
 		DryRun:        c.DryRun,
 		Out:           out,
 		Log:           log,
 		Recorder:      src.recorder,
+		Metrics:       m,
 	}
 }
 
