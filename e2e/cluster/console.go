@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Console lines the guest script prints (see guestScript).
+const (
+	snapshotPrefix = "ipvs-snapshot: " // the whole `ipvsadm -Sn` table, rules joined by ';'
+	agentPrefix    = "agent| "         // one line of the agent's log
+)
+
+// Table is one `ipvsadm -Sn` snapshot: virtual server ("-t 10.96.0.1:80")
+// to its real servers ("10.244.1.2:8080") and their weights.
+type Table map[string]map[string]int
+
+// parseTable reads `ipvsadm -Sn` rules: "-A -t VIP:PORT -s rr" and
+// "-a -t VIP:PORT -r RIP:PORT -m -w 1".
+func parseTable(rules []string) Table {
+	t := Table{}
+	for _, r := range rules {
+		f := strings.Fields(r)
+		if len(f) < 3 {
+			continue
+		}
+		vs := f[1] + " " + f[2]
+		switch f[0] {
+		case "-A":
+			if t[vs] == nil {
+				t[vs] = map[string]int{}
+			}
+		case "-a":
+			if t[vs] == nil {
+				t[vs] = map[string]int{}
+			}
+			real, weight := "", 0
+			for i := 3; i+1 < len(f); i++ {
+				switch f[i] {
+				case "-r":
+					real = f[i+1]
+				case "-w":
+					fmt.Sscan(f[i+1], &weight)
+				}
+			}
+			t[vs][real] = weight
+		}
+	}
+	return t
+}
+
+// String prints the table sorted, one virtual server a line.
+func (t Table) String() string {
+	var lines []string
+	for vs, reals := range t {
+		var rs []string
+		for r, w := range reals {
+			rs = append(rs, fmt.Sprintf("%s w%d", r, w))
+		}
+		sort.Strings(rs)
+		lines = append(lines, vs+" -> ["+strings.Join(rs, ", ")+"]")
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// Console follows the VM's serial console: the latest IPVS table, the
+// agent's log and every line, for the failure report.
+type Console struct {
+	mu      sync.Mutex
+	table   Table
+	seen    bool          // a snapshot has arrived
+	changed chan struct{} // closed and replaced on every snapshot
+	agent   []string
+	all     []string
+	done    chan struct{} // closed when the stream ends
+}
+
+func newConsole() *Console {
+	return &Console{changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// follow reads r until it ends; echo, if set, gets every line too.
+func (c *Console) follow(r io.Reader, echo func(string)) {
+	defer close(c.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if echo != nil {
+			echo(line)
+		}
+		c.mu.Lock()
+		c.all = append(c.all, line)
+		// The snapshot may follow kernel noise on the same console line.
+		if i := strings.Index(line, snapshotPrefix); i >= 0 {
+			c.table = parseTable(strings.Split(line[i+len(snapshotPrefix):], ";"))
+			c.seen = true
+			close(c.changed)
+			c.changed = make(chan struct{})
+		} else if i := strings.Index(line, agentPrefix); i >= 0 {
+			c.agent = append(c.agent, line[i+len(agentPrefix):])
+		}
+		c.mu.Unlock()
+	}
+}
+
+// WaitTable waits until ok holds for the latest table, the stream ends, or
+// ctx ends; it returns the table that satisfied ok.
+func (c *Console) WaitTable(ctx context.Context, ok func(Table) bool) (Table, error) {
+	for {
+		c.mu.Lock()
+		t, seen, ch := c.table, c.seen, c.changed
+		c.mu.Unlock()
+		if seen && ok(t) {
+			return t, nil
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+			return t, fmt.Errorf("the VM console ended; last table:\n%s", t)
+		case <-ctx.Done():
+			return t, fmt.Errorf("%w; last table:\n%s", context.Cause(ctx), t)
+		}
+	}
+}
+
+// AgentLog is every agent log line so far.
+func (c *Console) AgentLog() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.agent...)
+}
+
+// Tail is the last n console lines.
+func (c *Console) Tail(n int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.all) > n {
+		return append([]string(nil), c.all[len(c.all)-n:]...)
+	}
+	return append([]string(nil), c.all...)
+}

@@ -1,0 +1,14 @@
+// Package cluster drives the kube-ipvs agent through a real kube-apiserver.
+//
+// scripts/cluster-vm.sh (`make cluster-vm`) starts etcd and kube-apiserver
+// on this machine's loopback (scripts/apiserver/run.sh) and runs this
+// package's test on the host. The test applies the RBAC objects of
+// manifests/kube-ipvs.yaml and a Node, boots the IPVS-kernel VM
+// (scripts/vm/run.sh) with the API server forwarded into it, and runs the
+// agent there under the ServiceAccount identity those objects bind. The
+// guest prints its `ipvsadm -Sn` table to the console whenever it changes;
+// the test reads the console, changes Services and EndpointSlices through
+// the API and waits for the kernel to follow.
+//
+// Without the environment run.sh and cluster-vm.sh set, the test skips.
+package cluster
