@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static test unit contract agent-vm ipvsadm-vm shim-vm e2e demo vet fmt clean
+.PHONY: all build static test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm demo vet fmt clean
 
 all: build
 
@@ -19,8 +19,9 @@ static:
 
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the
-# ipvsadm-compatible listing against the real ipvsadm.
-test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e
+# ipvsadm-compatible listing against the real ipvsadm; last, the agent against
+# a real kube-apiserver under its RBAC.
+test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm
 
 unit:
 	$(GO) test -count=1 ./...
@@ -44,6 +45,11 @@ shim-vm:
 # Real traffic through real IPVS: the end-to-end scenarios (e2e/) in the VM.
 e2e:
 	scripts/e2e-vm.sh
+
+# The agent in the VM against a real kube-apiserver + etcd on this machine,
+# under the narrow RBAC of manifests/kube-ipvs.yaml (first run builds them: minutes).
+cluster-vm:
+	scripts/cluster-vm.sh
 
 demo:
 	scripts/demo.sh
