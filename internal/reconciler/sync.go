@@ -165,7 +165,9 @@ func (r *Reconciler) retranslate(st *Status) plan.Scope {
 
 // warn logs a Service's problem and reports it as an Event when possible.
 func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
-	r.log.Error("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.Error(err))
+	// Warn, not Error: the agent is fine, a user's object is not (and the
+	// user is told through an Event).
+	r.log.Warn("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.Error(err))
 	if r.opt.Recorder != nil {
 		r.opt.Recorder.ServiceWarning(name, reason, err.Error())
 	}

@@ -16,7 +16,7 @@ import (
 const EventComponent = "kube-ipvs"
 
 // Recorder reports translation problems on the Service they concern (a
-// Warning Event with reason "InvalidScheduler", ...), where the Service's
+// Warning Event with reason "InvalidService", ...), where the Service's
 // owner looks: kubectl describe service. Callers may hold NopRecorder.
 type Recorder interface {
 	ServiceWarning(name model.ServiceName, reason, message string)
