@@ -37,7 +37,9 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
 			continue
 		}
-		if e := applyOp(ctx, r.opt.Dataplane, op); e != nil {
+		e := applyOp(ctx, r.opt.Dataplane, op)
+		r.metrics.m.Op(op.Kind.String(), e)
+		if e != nil {
 			failed++
 			errs = append(errs, fmt.Errorf("%s: %w", op, e))
 			r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
@@ -96,6 +98,7 @@ func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort)
 		}
 		seen[rs] = true
 		n, err := r.opt.Dataplane.FlushConntrack(ctx, model.UDP, rs)
+		r.metrics.m.ConntrackDeleted(n)
 		if err != nil {
 			r.log.Warn("delete conntrack entries", zap.Stringer("rs", rs), zap.Error(err))
 			continue
@@ -139,6 +142,7 @@ func firstEndpoint(op plan.Op) bool {
 func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPort) {
 	for _, dst := range dsts {
 		n, err := r.opt.Dataplane.FlushConntrackDest(ctx, model.UDP, dst)
+		r.metrics.m.ConntrackDeleted(n)
 		if err != nil {
 			r.log.Warn("delete conntrack entries", zap.Stringer("vs", dst), zap.Error(err))
 			continue

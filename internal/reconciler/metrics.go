@@ -1,10 +1,6 @@
 package reconciler
 
 import (
-	"context"
-	"net/netip"
-
-	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
@@ -59,78 +55,10 @@ func (r *Reconciler) Table() metrics.Table {
 	return t
 }
 
-// instrument wraps a dataplane so that every operation sent to the kernel
-// is counted by kind and result, and deleted conntrack entries are summed.
-// Counting at this boundary sees exactly what apply sends, held-back
-// operations excluded, without touching apply's logic.
-func instrument(dp dataplane.Dataplane, m *metrics.Metrics) dataplane.Dataplane {
-	if m == nil {
-		return dp
-	}
+// knownOps makes every operation kind show in the counters from the
+// start, at zero, so a dashboard's rate() has a series before the first one.
+func knownOps(m *metrics.Metrics) {
 	for k := plan.AddService; k <= plan.DeleteSetEntry; k++ {
 		m.KnownOps(k.String())
 	}
-	return instrumented{Dataplane: dp, m: m}
-}
-
-type instrumented struct {
-	dataplane.Dataplane
-	m *metrics.Metrics
-}
-
-func (d instrumented) op(k plan.Kind, err error) error {
-	d.m.Op(k.String(), err)
-	return err
-}
-
-func (d instrumented) AddService(ctx context.Context, vs model.VirtualServer) error {
-	return d.op(plan.AddService, d.Dataplane.AddService(ctx, vs))
-}
-
-func (d instrumented) UpdateService(ctx context.Context, vs model.VirtualServer) error {
-	return d.op(plan.UpdateService, d.Dataplane.UpdateService(ctx, vs))
-}
-
-func (d instrumented) DeleteService(ctx context.Context, k model.VSKey) error {
-	return d.op(plan.DeleteService, d.Dataplane.DeleteService(ctx, k))
-}
-
-func (d instrumented) AddReal(ctx context.Context, k model.VSKey, rs model.RealServer) error {
-	return d.op(plan.AddReal, d.Dataplane.AddReal(ctx, k, rs))
-}
-
-func (d instrumented) UpdateReal(ctx context.Context, k model.VSKey, rs model.RealServer) error {
-	return d.op(plan.UpdateReal, d.Dataplane.UpdateReal(ctx, k, rs))
-}
-
-func (d instrumented) DeleteReal(ctx context.Context, k model.VSKey, rs netip.AddrPort) error {
-	return d.op(plan.DeleteReal, d.Dataplane.DeleteReal(ctx, k, rs))
-}
-
-func (d instrumented) AddAddr(ctx context.Context, a netip.Addr) error {
-	return d.op(plan.BindAddr, d.Dataplane.AddAddr(ctx, a))
-}
-
-func (d instrumented) DeleteAddr(ctx context.Context, a netip.Addr) error {
-	return d.op(plan.UnbindAddr, d.Dataplane.DeleteAddr(ctx, a))
-}
-
-func (d instrumented) AddSetEntry(ctx context.Context, e model.SetEntry) error {
-	return d.op(plan.AddSetEntry, d.Dataplane.AddSetEntry(ctx, e))
-}
-
-func (d instrumented) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
-	return d.op(plan.DeleteSetEntry, d.Dataplane.DeleteSetEntry(ctx, e))
-}
-
-func (d instrumented) FlushConntrack(ctx context.Context, p model.Protocol, rs netip.AddrPort) (int, error) {
-	n, err := d.Dataplane.FlushConntrack(ctx, p, rs)
-	d.m.ConntrackDeleted(n)
-	return n, err
-}
-
-func (d instrumented) FlushConntrackDest(ctx context.Context, p model.Protocol, dst netip.AddrPort) (int, error) {
-	n, err := d.Dataplane.FlushConntrackDest(ctx, p, dst)
-	d.m.ConntrackDeleted(n)
-	return n, err
 }

@@ -74,7 +74,7 @@ func New(opt Options) *Reconciler {
 	}
 	// The shim serves the families the agent serves.
 	opt.Shim.IPv4, opt.Shim.IPv6 = opt.Translate.IPv4, opt.Translate.IPv6
-	opt.Dataplane = instrument(opt.Dataplane, opt.Metrics)
+	knownOps(opt.Metrics)
 	return &Reconciler{
 		opt:     opt,
 		log:     opt.Log.Named("reconciler"),
