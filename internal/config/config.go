@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // Schedulers are the IPVS schedulers a mainline kernel ships (ip_vs_*.ko).
@@ -130,7 +132,7 @@ func (c Config) Validate() error {
 			bad(flag, "must be a whole number of seconds >= 0, got %s", d)
 		}
 	}
-	if err := clusterCIDRsValid(c.ClusterCIDRs); err != nil {
+	if err := shim.CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
 		bad("cluster-cidr", "%v", err)
 	}
 	if c.IptablesBackend != "" && c.IptablesBackend != "nft" && c.IptablesBackend != "legacy" {
@@ -152,20 +154,6 @@ func (c Config) Validate() error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
-}
-
-// clusterCIDRsValid allows one CIDR per family: the shim renders one
-// "not from the pods" rule per family.
-func clusterCIDRsValid(ps []netip.Prefix) error {
-	seen := map[bool]netip.Prefix{}
-	for _, p := range ps {
-		v6 := p.Addr().Is6()
-		if old, dup := seen[v6]; dup {
-			return fmt.Errorf("%s and %s are of the same family: give at most one per family", old, p)
-		}
-		seen[v6] = p
-	}
-	return nil
 }
 
 // FamilyEnabled tells whether addr's family is handled.

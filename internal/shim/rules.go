@@ -34,12 +34,21 @@ type Config struct {
 
 // Validate checks that the rules can be rendered.
 func (c Config) Validate() error {
+	if err := CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
+		return fmt.Errorf("cluster CIDRs %w", err)
+	}
+	return nil
+}
+
+// CheckClusterCIDRs allows one CIDR per family: the rules hold one "not
+// from the pods" match per family. The agent's flag validation uses it too.
+func CheckClusterCIDRs(ps []netip.Prefix) error {
 	var errs []error
 	seen := map[bool]netip.Prefix{}
-	for _, p := range c.ClusterCIDRs {
+	for _, p := range ps {
 		v6 := p.Addr().Is6()
 		if old, dup := seen[v6]; dup {
-			errs = append(errs, fmt.Errorf("cluster CIDRs %s and %s are of the same family: give at most one per family", old, p))
+			errs = append(errs, fmt.Errorf("%s and %s are of the same family: give at most one per family", old, p))
 		}
 		seen[v6] = p
 	}
