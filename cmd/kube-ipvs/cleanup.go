@@ -17,16 +17,7 @@ import (
 func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := config.Default()
 	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	fs.Func("nodeport-range", "NodePort range: virtual servers on node addresses in it are ours (default 30000-32767)", func(s string) error {
-		r, err := config.ParsePortRange(s)
-		c.NodePortRange = r
-		return err
-	})
-	fs.Func("exclude-cidrs", "comma-separated CIDRs never to delete", func(s string) error {
-		ps, err := parsePrefixes(s)
-		c.ExcludeCIDRs = ps
-		return err
-	})
+	ownershipFlags(fs, &c)
 	kubeProxy := fs.Bool("kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
 	kubeProxyOnly := fs.Bool("kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
 	logFlags(fs, &c)

@@ -23,16 +23,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.ServiceProxyName, "service-proxy-name", c.ServiceProxyName, "serve only objects whose service.kubernetes.io/service-proxy-name label has this value (default: only unlabelled ones)")
 	fs.StringVar(&c.Scheduler, "scheduler", c.Scheduler, "IPVS scheduler ("+strings.Join(config.Schedulers, " ")+"); per Service: annotation kube-ipvs.io/scheduler")
 	listVar(fs, "nodeport-addresses", &c.NodePortAddresses, "comma-separated CIDRs of node addresses NodePorts listen on, or \"primary\" (the Node's InternalIPs)")
-	fs.Func("nodeport-range", "NodePort range, for ownership of virtual servers on node addresses (default 30000-32767)", func(s string) error {
-		r, err := config.ParsePortRange(s)
-		c.NodePortRange = r
-		return err
-	})
-	fs.Func("exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes", func(s string) error {
-		ps, err := parsePrefixes(s)
-		c.ExcludeCIDRs = ps
-		return err
-	})
+	ownershipFlags(fs, c)
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
 	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "full resync period (re-reads the kernel and repairs drift)")
@@ -53,6 +44,22 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.IptablesBackend, "iptables-backend", c.IptablesBackend, "nft or legacy (default: the one holding more rules on this node)")
 	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz, Prometheus /metrics and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
+}
+
+// ownershipFlags bind what widens or narrows the ownership predicate; the
+// agent and cleanup must read them alike, or cleanup would delete what the
+// agent leaves alone.
+func ownershipFlags(fs *flag.FlagSet, c *config.Config) {
+	fs.Func("nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)", func(s string) error {
+		r, err := config.ParsePortRange(s)
+		c.NodePortRange = r
+		return err
+	})
+	fs.Func("exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes", func(s string) error {
+		ps, err := parsePrefixes(s)
+		c.ExcludeCIDRs = ps
+		return err
+	})
 }
 
 func logFlags(fs *flag.FlagSet, c *config.Config) {
