@@ -15,6 +15,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
 // Report is the node's status; it is also the JSON of `status -o json`.
@@ -158,12 +159,7 @@ func real(k model.VSKey, addr netip.AddrPort, want, have *model.Service, eps map
 
 // conditions names an endpoint's state as KEP-1669 reads its conditions.
 func conditions(c discoveryv1.EndpointConditions) string {
-	ready := c.Ready == nil || *c.Ready
-	serving := ready
-	if c.Serving != nil {
-		serving = *c.Serving
-	}
-	terminating := c.Terminating != nil && *c.Terminating
+	ready, serving, terminating := translate.Conditions(c)
 	switch {
 	case ready && !terminating:
 		return "ready"

@@ -104,6 +104,18 @@ func slicePort(s *discoveryv1.EndpointSlice, p discoveryv1.EndpointPort) (portKe
 	return key, uint16(*p.Port), true
 }
 
+// Conditions reads an endpoint's conditions with their defaults (KEP-1672):
+// a nil ready means ready, a nil serving means "same as ready", a nil
+// terminating means not terminating.
+func Conditions(c discoveryv1.EndpointConditions) (ready, serving, terminating bool) {
+	ready = c.Ready == nil || *c.Ready
+	serving = ready
+	if c.Serving != nil {
+		serving = *c.Serving
+	}
+	return ready, serving, c.Terminating != nil && *c.Terminating
+}
+
 // newEndpoint reads one slice endpoint. Like kube-proxy it uses the first
 // address only, and drops addresses of the wrong family.
 func newEndpoint(e *discoveryv1.Endpoint, port uint16, v6 bool, cfg Config) (endpoint, bool) {
@@ -118,18 +130,8 @@ func newEndpoint(e *discoveryv1.Endpoint, port uint16, v6 bool, cfg Config) (end
 	if a.Is6() != v6 || a.Zone() != "" {
 		return endpoint{}, false
 	}
-	c := e.Conditions
-	ep := endpoint{
-		addr: netip.AddrPortFrom(a, port),
-		// KEP-1672: a nil ready means ready, a nil serving means "same as
-		// ready", a nil terminating means not terminating.
-		ready:       c.Ready == nil || *c.Ready,
-		terminating: c.Terminating != nil && *c.Terminating,
-	}
-	ep.serving = ep.ready
-	if c.Serving != nil {
-		ep.serving = *c.Serving
-	}
+	ep := endpoint{addr: netip.AddrPortFrom(a, port)}
+	ep.ready, ep.serving, ep.terminating = Conditions(e.Conditions)
 	if e.NodeName != nil {
 		ep.nodeName = *e.NodeName
 	}
