@@ -116,19 +116,15 @@ func virtualServer(k model.VSKey, in reconciler.Inspection, endpoints Slices) Vi
 
 // reals lists the real servers of either side, sorted.
 func reals(want, have *model.Service) []netip.AddrPort {
-	s := &model.Service{Reals: map[netip.AddrPort]model.RealServer{}}
+	addrs := map[netip.AddrPort]struct{}{}
 	for _, side := range []*model.Service{want, have} {
 		if side != nil {
-			for a, r := range side.Reals {
-				s.Reals[a] = r
+			for a := range side.Reals {
+				addrs[a] = struct{}{}
 			}
 		}
 	}
-	var out []netip.AddrPort
-	for _, r := range s.SortedReals() {
-		out = append(out, r.Addr)
-	}
-	return out
+	return slices.SortedFunc(maps.Keys(addrs), netip.AddrPort.Compare)
 }
 
 func real(k model.VSKey, addr netip.AddrPort, want, have *model.Service, eps map[netip.Addr]discoveryv1.Endpoint, draining map[dataplane.RealRef]time.Time) Real {
