@@ -155,21 +155,3 @@ func (c Config) Validate() error {
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
 }
-
-// FamilyEnabled tells whether addr's family is handled.
-func (c Config) FamilyEnabled(addr netip.Addr) bool {
-	if addr.Is4() || addr.Is4In6() {
-		return c.IPv4
-	}
-	return c.IPv6
-}
-
-// Excluded tells whether addr is in --exclude-cidrs.
-func (c Config) Excluded(addr netip.Addr) bool {
-	for _, p := range c.ExcludeCIDRs {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
