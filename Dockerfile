@@ -1,8 +1,13 @@
-# kube-ipvs node agent image. The agent talks netlink itself (IPVS, links,
-# ipset members, conntrack); ipvsadm is not needed at run time. Its netfilter
-# shim writes a few iptables rules with iptables-save/-restore, so the image
-# carries iptables (both the nft and the legacy flavour: the agent uses the
-# one the node uses).
+# kube-ipvs node agent image, for people with a container daemon. `make image`
+# builds the same image without one (scripts/image.sh): both take the root file
+# system from scripts/image.sh's recipe, so the contents and the entrypoint agree
+# (scripts/image-check.sh compares ENTRYPOINT and CMD with this file).
+#
+# The agent talks netlink itself (IPVS, links, ipset members, conntrack);
+# ipvsadm is not needed at run time. Its netfilter shim writes a few iptables
+# rules with iptables-save/-restore, so the image carries iptables (both the
+# nft and the legacy flavour: the agent uses the one the node uses), plus ipset
+# and conntrack for debugging a node from the pod. No shell, no apt.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -11,8 +16,13 @@ COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /kube-ipvs ./cmd/kube-ipvs
 
-FROM debian:trixie-slim
-RUN apt-get update && apt-get install -y --no-install-recommends iptables && rm -rf /var/lib/apt/lists/*
+FROM debian:trixie-slim AS rootfs
+COPY scripts/image.sh /image.sh
+RUN /image.sh rootfs /rootfs
+
+FROM scratch
+COPY --from=rootfs /rootfs/ /
 COPY --from=build /kube-ipvs /usr/local/bin/kube-ipvs
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ENTRYPOINT ["/usr/local/bin/kube-ipvs"]
 CMD ["agent"]

@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm demo vet fmt clean
+.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm demo vet fmt clean
 
 all: build
 
@@ -16,6 +16,18 @@ build:
 # A static binary: what the VM and the container image run.
 static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
+
+# The DaemonSet's OCI image, bin/kube-ipvs-image.oci.tar, built with no
+# container daemon and no image registry: Debian's iptables, ipset and
+# conntrack extracted by mmdebstrap, the static agent on top, umoci.
+image: static
+	scripts/image.sh
+
+# The image proven: unpacked into bin/kube-ipvs-image/, its entrypoint, its
+# iptables and the agent's shim run from its own root file system in a fresh
+# network namespace.
+image-check: image
+	scripts/image-check.sh
 
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the

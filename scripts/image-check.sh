@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# image-check.sh: prove the built image (bin/kube-ipvs-image.oci.tar, `make
+# image`), not just its archive. It unpacks the image with umoci into an OCI
+# runtime bundle, takes the command from the bundle's config (the image's
+# ENTRYPOINT + CMD, which must be the Dockerfile's), and runs everything from
+# the image's own root file system (chroot) in a fresh network, mount and PID
+# namespace:
+#
+#   - the entrypoint: `version` names the image's version label, and `agent`
+#     with the DaemonSet's flags starts and reaches the kernel: it programs
+#     IPVS where the kernel has it, and elsewhere must fail only because IPVS
+#     is missing;
+#   - the image's iptables (nft and legacy), ipset and conntrack;
+#   - the agent's netfilter shim (its Go tests, built static and run in the
+#     image's root file system) writing and reading its rules and sets with
+#     the image's iptables-nft-restore/-save and iptables-legacy-restore/-save
+#     and detecting the backend. The shim needs no IPVS.
+#
+# Leaves the bundle in bin/kube-ipvs-image/ (rootfs/, config.json). Root only.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+bundle=${KUBE_IPVS_IMAGE_BUNDLE:-$repo/bin/kube-ipvs-image}
+archive=${KUBE_IPVS_IMAGE:-$repo/bin/kube-ipvs-image.oci.tar}
+tag=${KUBE_IPVS_IMAGE_TAG:-dev}
+rootfs=$bundle/rootfs
+
+log() { echo "image-check: $*" >&2; }
+die() { echo "image-check: FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (namespaces, chroot)"
+[ -f "$archive" ] || die "no $archive: run 'make image' first"
+command -v jq >/dev/null || {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq >&2 ||
+    { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq >&2; }
+}
+
+# The image's config, read from the archive: index -> manifest -> config.
+image_config() {
+  local manifest config
+  manifest=$(tar -xOf "$archive" index.json |
+    jq -r --arg tag "$tag" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $tag) | .digest')
+  [ -n "$manifest" ] || die "no image tagged $tag in $archive"
+  config=$(tar -xOf "$archive" "blobs/sha256/${manifest#sha256:}" | jq -r .config.digest)
+  tar -xOf "$archive" "blobs/sha256/${config#sha256:}"
+}
+
+# A JSON array instruction (ENTRYPOINT, CMD) of the Dockerfile's last stage.
+dockerfile_array() { # $1 instruction
+  grep "^$1 " "$repo/Dockerfile" | tail -n1 | sed "s/^$1 //" | jq -c .
+}
+
+# Runs a command from the image's root file system in the network namespace
+# $netns (made in main): its own mounts (proc, sysfs, a /dev with the usual
+# devices), its own PIDs, and only the image's environment ($image_env, from
+# the bundle) plus $extra_env.
+in_image() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  nsenter --net="$netns" unshare --mount --pid --fork --kill-child -- bash -c '
+    set -e
+    r=$1; shift
+    mount --make-rprivate /
+    mount -t proc proc "$r/proc"
+    mount -t sysfs sysfs "$r/sys"
+    mount -t tmpfs -o mode=755 tmpfs "$r/dev"
+    for d in null zero full random urandom tty; do
+      touch "$r/dev/$d"
+      mount --bind "/dev/$d" "$r/dev/$d"
+    done
+    # shellcheck disable=SC2086 # one NAME=VALUE a word
+    exec env -i $image_env $extra_env "$chroot" "$r" "$@"' bash "$rootfs" "$@"
+}
+
+# Makes a new network namespace, kept in a file under $nsdir, for in_image.
+fresh_netns() {
+  netns=$(mktemp "$nsdir/net.XXXXXX")
+  unshare --net="$netns" true
+  export netns
+}
+
+expect() { # $1 what, $2 pattern (grep -E), $3 output
+  grep -Eq -- "$2" <<<"$3" || die "$1: expected /$2/ in:
+$3"
+  log "ok: $1"
+}
+
+# Runs a command in the image (in_image), which must succeed and print
+# something matching pattern.
+check() { # $1 what, $2 pattern, command...
+  local what=$1 pattern=$2 out
+  shift 2
+  out=$(in_image "$@" 2>&1) || die "$what: '$*' failed in the image: $out"
+  expect "$what" "$pattern" "$out"
+}
+
+main() {
+  local config entry cmd args
+  "$here/image.sh" unpack "$bundle"
+  config=$(image_config)
+  entry=$(jq -c .config.Entrypoint <<<"$config")
+  cmd=$(jq -c .config.Cmd <<<"$config")
+  [ "$entry" = "$(dockerfile_array ENTRYPOINT)" ] || die "image ENTRYPOINT $entry, Dockerfile $(dockerfile_array ENTRYPOINT)"
+  [ "$cmd" = "$(dockerfile_array CMD)" ] || die "image CMD $cmd, Dockerfile $(dockerfile_array CMD)"
+  log "ok: ENTRYPOINT $entry CMD $cmd, as the Dockerfile"
+  # What a runtime runs: the bundle's process.args (ENTRYPOINT + CMD).
+  mapfile -t args < <(jq -r '.process.args[]' "$bundle/config.json")
+  [ "$(jq -c '.process.args' "$bundle/config.json")" = "$(jq -c -n --argjson e "$entry" --argjson c "$cmd" '$e + $c')" ] ||
+    die "bundle process.args $(jq -c '.process.args' "$bundle/config.json") are not ENTRYPOINT + CMD"
+  image_env=$(jq -r '.process.env | join(" ")' "$bundle/config.json")
+  chroot=$(command -v chroot)
+  extra_env=
+  export image_env chroot extra_env rootfs
+
+  for f in bin/sh usr/bin/apt-get usr/bin/dpkg; do
+    [ ! -e "$rootfs/$f" ] || die "the image has /$f: it should carry no shell or package manager"
+  done
+
+  nsdir=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "umount '$nsdir'/* 2>/dev/null; rm -rf '$nsdir'" EXIT
+  fresh_netns
+
+  local version
+  version=$(jq -r '.config.Labels["org.opencontainers.image.version"]' <<<"$config")
+  check "entrypoint: version" "^kube-ipvs $version\$" "${args[0]}" version
+  check "iptables is the nft flavour" '^iptables v[0-9.]+ \(nf_tables\)$' iptables --version
+  check "iptables-legacy" '^iptables v[0-9.]+ \(legacy\)$' iptables-legacy --version
+  local flavour rule='-A KUBE-IPVS-IMAGE-CHECK -p tcp -m comment --comment image-check -j RETURN'
+  for flavour in iptables-nft iptables-legacy ip6tables-nft ip6tables-legacy; do
+    printf '*filter\n:KUBE-IPVS-IMAGE-CHECK - [0:0]\n%s\nCOMMIT\n' "$rule" |
+      in_image "$flavour-restore" --noflush --wait || die "$flavour-restore failed in the image"
+    check "$flavour-restore, then -save (an extension included)" "^${rule}\$" "$flavour-save" -t filter
+  done
+  check "ipset create" '^$' ipset create kube-ipvs-image-check hash:ip,port
+  check "ipset add" '^$' ipset add kube-ipvs-image-check 10.96.0.10,udp:53
+  check "ipset list" '^10\.96\.0\.10,udp:53$' ipset list kube-ipvs-image-check
+  check "conntrack -L" 'flow entries have been shown' conntrack -L
+
+  check_agent "${args[@]}"
+  check_shim
+  log "PASS: $(du -h "$archive" | cut -f1) archive, $(du -sh "$rootfs" | cut -f1) unpacked root file system ($rootfs)"
+}
+
+# The entrypoint with the DaemonSet's flags plus a manifest folder, once.
+check_agent() { # entrypoint + cmd
+  local out rc=0
+  mkdir -p "$rootfs/tmp/examples"
+  cp "$repo"/examples/*.yaml "$rootfs/tmp/examples/"
+  out=$(in_image "$@" --log-format=json --manifests /tmp/examples --once 2>&1) || rc=$?
+  if [ $rc -eq 0 ]; then
+    log "ok: agent --once programmed this kernel's IPVS from the image"
+  else
+    expect "agent starts and fails only for the missing IPVS (exit $rc)" 'IPVS is not available in this kernel' "$out"
+  fi
+  rm -rf "$rootfs/tmp/examples"
+}
+
+# The shim's own tests, run from the image's root file system: every
+# iptables and ipset they and the shim exec is the image's. A skipped test
+# (a tool not found) fails the check.
+check_shim() {
+  log "building the netfilter shim's tests (static)"
+  (cd "$repo" && CGO_ENABLED=0 go test -c -o "$rootfs/tmp/linux.test" ./internal/dataplane/linux)
+  local test out rc
+  # Each test in a fresh namespace, as the tests do on the host: sets are
+  # shared by both iptables flavours. KUBE_IPVS_NETNS=1 tells the tests
+  # they are in a namespace of their own already.
+  for test in TestShimNFT TestShimLegacy TestShimDetectsBackend; do
+    fresh_netns
+    rc=0
+    out=$(extra_env=KUBE_IPVS_NETNS=1 in_image /tmp/linux.test -test.run "^$test\$" -test.v -test.count=1 2>&1) || rc=$?
+    grep -E '^ *--- ' <<<"$out" >&2 || true
+    [ $rc -eq 0 ] || die "$test failed in the image (exit $rc):
+$out"
+    ! grep -q -- '--- SKIP' <<<"$out" || die "$test skipped in the image: $(grep -- '--- SKIP' <<<"$out")"
+    expect "$test: the shim with the image's tools" "^--- PASS: $test " "$out"
+  done
+  rm -f "$rootfs/tmp/linux.test"
+}
+
+main "$@"
