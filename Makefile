@@ -25,9 +25,9 @@ image: static
 
 # The image proven: unpacked into bin/kube-ipvs-image/, its entrypoint, its
 # iptables and the agent's shim run from its own root file system in a fresh
-# network namespace.
+# network namespace; then, in the IPVS VM, its agent programs examples/.
 image-check: image
-	scripts/image-check.sh
+	scripts/image-check.sh --vm
 
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the

@@ -16,6 +16,13 @@
 #     the image's iptables-nft-restore/-save and iptables-legacy-restore/-save
 #     and detecting the backend. The shim needs no IPVS.
 #
+# With --vm it also boots the IPVS VM (scripts/vm/run.sh) and runs the agent
+# there from the image's root file system, as the DaemonSet would: the
+# entrypoint and command with the DaemonSet's flags against examples/ must
+# program the table scripts/agent-vm.sh expects, write the shim's rules with
+# the image's iptables (nft on a bare node), plan nothing on a second run and
+# clean up after itself.
+#
 # Leaves the bundle in bin/kube-ipvs-image/ (rootfs/, config.json). Root only.
 set -euo pipefail
 
@@ -95,7 +102,12 @@ check() { # $1 what, $2 pattern, command...
 }
 
 main() {
-  local config entry cmd args
+  local vm=0 config entry cmd args
+  case "${1:-}" in
+  --vm) vm=1 ;;
+  "") ;;
+  *) die "usage: $0 [--vm]" ;;
+  esac
   "$here/image.sh" unpack "$bundle"
   config=$(image_config)
   entry=$(jq -c .config.Entrypoint <<<"$config")
@@ -139,6 +151,7 @@ main() {
 
   check_agent "${args[@]}"
   check_shim
+  [ $vm = 0 ] || check_vm "${args[@]}"
   log "PASS: $(du -h "$archive" | cut -f1) archive, $(du -sh "$rootfs" | cut -f1) unpacked root file system ($rootfs)"
 }
 
@@ -177,6 +190,56 @@ $out"
     expect "$test: the shim with the image's tools" "^--- PASS: $test " "$out"
   done
   rm -f "$rootfs/tmp/linux.test"
+}
+
+# The agent from the image's root file system on a real IPVS kernel.
+check_vm() { # entrypoint + cmd
+  local work word agent=""
+  work=$(mktemp -d)
+  # Busybox tar in the guest reads plain GNU tar.
+  tar --format=gnu -C "$rootfs" -cf "$work/image.tar" .
+  for word in "$@" --log-format=json --log-level=info --manifests /tmp/examples --hostname-override node-a; do
+    agent+=" '$word'"
+  done
+  cat >"$work/guest.sh" <<GUEST
+set -u
+fail() { echo "image-check: FAIL (vm): \$*"; exit 1; }
+# The image's entrypoint and command with the DaemonSet's flags.
+agent() { chroot /image$agent "\$@"; }
+GUEST
+  cat >>"$work/guest.sh" <<'GUEST'
+mkdir /image && tar -xf /image.tar -C /image || fail "unpack the image"
+# What a runtime gives a privileged host-network pod.
+mount -t proc proc /image/proc && mount -t sysfs sysfs /image/sys && mount -o bind /dev /image/dev ||
+  fail "mount proc, sys, dev"
+mkdir -p /image/tmp/examples && cp /examples/*.yaml /image/tmp/examples/
+agent --once >/tmp/agent.log 2>&1 || { rc=$?; cat /tmp/agent.log; fail "agent --once from the image exited $rc"; }
+grep -q '"backend":"nft"' /tmp/agent.log || { cat /tmp/agent.log; fail "the agent did not choose nft on a bare node"; }
+# The guest's own ipvsadm reads what the image's agent programmed. The kernel
+# lists in a per-boot hash order: compare sorted lines.
+ipvsadm -Ln >/tmp/got.ipvsadm
+sort /tmp/got.ipvsadm >/tmp/got.sorted
+sort /expected.ipvsadm >/tmp/want.sorted
+diff -u /tmp/want.sorted /tmp/got.sorted || fail "ipvsadm -Ln differs from scripts/testdata/agent-once.ipvsadm"
+echo "image-check: ok (vm): the image's agent programmed the expected IPVS table"
+chroot /image iptables-save -t nat >/tmp/nat.rules || fail "the image's iptables-save"
+grep -q -- '-A POSTROUTING -j KUBE-IPVS-POSTROUTING' /tmp/nat.rules || { cat /tmp/nat.rules; fail "no shim jump in the image's iptables-save"; }
+echo "image-check: ok (vm): the shim's rules, read back with the image's iptables-save"
+plan=$(agent --dry-run 2>/dev/null) || fail "agent --dry-run from the image exited $?"
+[ -z "$plan" ] || fail "a second agent planned operations: $plan"
+echo "image-check: ok (vm): a second agent from the image plans nothing"
+chroot /image /usr/local/bin/kube-ipvs cleanup --log-level error >/dev/null || fail "cleanup from the image exited $?"
+[ -z "$(ipvsadm -Sn)" ] || fail "cleanup left: $(ipvsadm -Sn)"
+! chroot /image iptables-save | grep -q KUBE-IPVS || fail "cleanup left the shim's rules"
+echo "image-check: ok (vm): cleanup from the image left nothing"
+GUEST
+  local adds=(--add "$work/image.tar:/image.tar" --add "$work/guest.sh:/guest.sh"
+    --add "$repo/scripts/testdata/agent-once.ipvsadm:/expected.ipvsadm") f
+  for f in "$repo"/examples/*.yaml; do adds+=(--add "$f:/examples/$(basename "$f")"); done
+  log "booting the IPVS VM to run the image's agent there"
+  "$repo/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-600}" --mem 1536 "${adds[@]}" -- sh /guest.sh ||
+    { rm -rf "$work"; die "the image's agent in the VM (see the console above)"; }
+  rm -rf "$work"
 }
 
 main "$@"
