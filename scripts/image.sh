@@ -156,11 +156,12 @@ cached_base() {
     echo "$base"
     return 0
   fi
-  install_missing "${rootfs_tools[@]}"
   tmp=$(mktemp -d "$cache_root/rootfs.XXXXXX")
   chmod 755 "$tmp" # apt's _apt user downloads into it
   log "extracting Debian $suite packages: ${runtime_pkgs[*]}"
-  if ! (build_rootfs "$tmp/rootfs" && layer_tar "$tmp/rootfs" "$tmp/base.tar"); then
+  # A process of its own, so that set -e holds inside (it would not in a
+  # function called as a condition).
+  if ! "$here/image.sh" rootfs "$tmp/rootfs" || ! layer_tar "$tmp/rootfs" "$tmp/base.tar"; then
     rm -rf "$tmp"
     [ -f "$base" ] || die "could not build the root file system"
     log "could not refresh the root file system; using the cached one"
