@@ -1,8 +1,10 @@
 // Package dataplane is the kernel boundary: the one interface through which
 // the agent reads and changes the IPVS table, the VIPs on its link, IPVS
-// timeouts and sysctls, and conntrack. linux/ implements it on the real
-// kernel; fake/ is an in-memory kernel for tests; dataplanetest/ is the
-// contract suite both must pass.
+// timeouts and sysctls, the netfilter shim and conntrack. Dataplane is
+// composed of one small interface per part (IPVS, Link, Netfilter,
+// Conntrack); linux/ implements it on the real kernel and fake/ in memory,
+// each with one file per part, and dataplanetest/ is the contract suite both
+// must pass, laid out the same way.
 package dataplane
 
 import (
@@ -48,17 +50,26 @@ type Timeouts struct {
 	TCP, TCPFin, UDP time.Duration
 }
 
-// Dataplane is everything the agent does to the kernel. Implementations are
-// not safe for concurrent use; the reconciler serializes calls. Every method
-// honours ctx's deadline so an unanswered netlink request cannot hang a sync.
+// Dataplane is everything the agent does to the kernel: the four parts
+// below, one full read of them all, and Close. Implementations are not safe
+// for concurrent use; the reconciler serializes calls. Every method honours
+// ctx's deadline so an unanswered netlink request cannot hang a sync.
 type Dataplane interface {
-	// Init creates LinkName if missing, brings it up and sets the sysctls
-	// IPVS needs. It is idempotent.
-	Init(ctx context.Context) error
+	IPVS
+	Link
+	Netfilter
+	Conntrack
 
-	// Observe dumps the whole table and the link's addresses. An error means
-	// the read is doubtful and must not be used to prune anything.
+	// Observe dumps the whole table, the link's addresses and the shim's set
+	// members. An error means the read is doubtful and must not be used to
+	// prune anything.
 	Observe(ctx context.Context) (Observation, error)
+	Close() error
+}
+
+// IPVS is the kernel's IPVS table: virtual servers, their real servers with
+// their connection counters, and the connection timeouts.
+type IPVS interface {
 	// Conns reads the connection counters of one virtual server's reals.
 	Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error)
 
@@ -68,29 +79,30 @@ type Dataplane interface {
 	AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
 	UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
 	DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error
-	AddAddr(ctx context.Context, addr netip.Addr) error
-	DeleteAddr(ctx context.Context, addr netip.Addr) error
 
 	// SetTimeouts sets IPVS' tcp, tcpfin and udp timeouts (zero: unchanged).
 	SetTimeouts(ctx context.Context, t Timeouts) error
-	// FlushConntrack deletes the conntrack entries of proto whose traffic is
-	// NATed to real (the reply source is real), so that a UDP flow to a
-	// removed endpoint is re-scheduled instead of black-holed. It returns how
-	// many entries it deleted.
-	FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error)
-	// FlushConntrackDest deletes the conntrack entries of proto whose
-	// original destination is dst: entries made while a UDP Service had no
-	// endpoint would otherwise keep its clients from ever reaching the first
-	// one (kube-proxy clears them for the same reason). It returns how many
-	// entries it deleted.
-	FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error)
+}
+
+// Link is LinkName, the dummy link whose addresses make the VIPs local, and
+// the node settings IPVS needs.
+type Link interface {
+	// Init creates LinkName if missing, brings it up and sets the sysctls
+	// IPVS needs. It is idempotent.
+	Init(ctx context.Context) error
+	AddAddr(ctx context.Context, addr netip.Addr) error
+	DeleteAddr(ctx context.Context, addr netip.Addr) error
 	// DeleteLink removes LinkName and with it every bound address.
 	DeleteLink(ctx context.Context) error
+}
 
-	// EnsureShim creates the shim's ipsets that are missing (package shim)
-	// and, per family, rewrites the shim's iptables chains and jumps with one
-	// atomic iptables-restore only when what is there differs from cfg's
-	// rules. Idempotent; a second call with the same cfg changes nothing.
+// Netfilter is the shim (package shim): its ipsets and iptables rules, and
+// the removal of kube-proxy's. It needs no IPVS, so it can be had alone.
+type Netfilter interface {
+	// EnsureShim creates the shim's ipsets that are missing and, per family,
+	// rewrites the shim's iptables chains and jumps with one atomic
+	// iptables-restore only when what is there differs from cfg's rules.
+	// Idempotent; a second call with the same cfg changes nothing.
 	EnsureShim(ctx context.Context, cfg shim.Config) error
 	// AddSetEntry adds a member to one of the shim's sets (ErrExist when it
 	// is there, ErrNotExist when the set is missing).
@@ -98,12 +110,28 @@ type Dataplane interface {
 	// DeleteSetEntry removes a member (ErrNotExist when it is not there or
 	// the set is missing).
 	DeleteSetEntry(ctx context.Context, e model.SetEntry) error
+	// SetEntries lists the members of every shim set there is: the part of
+	// Observe that is the shim's.
+	SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error)
 	// DeleteShim removes the shim's jumps, chains and sets, and nothing else.
 	DeleteShim(ctx context.Context) error
 	// DeleteKubeProxyShim removes what kube-proxy's IPVS mode leaves behind
 	// in netfilter: the jumps to its KUBE-* chains, those chains, and its
 	// ipsets. (Its virtual servers and kube-ipvs0 are the same as ours.)
 	DeleteKubeProxyShim(ctx context.Context) error
+}
 
-	Close() error
+// Conntrack deletes the connection-tracking entries that would keep UDP
+// flows pinned to what is gone. Each flush returns how many entries it
+// deleted.
+type Conntrack interface {
+	// FlushConntrack deletes the conntrack entries of proto whose traffic is
+	// NATed to real (the reply source is real), so that a UDP flow to a
+	// removed endpoint is re-scheduled instead of black-holed.
+	FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error)
+	// FlushConntrackDest deletes the conntrack entries of proto whose
+	// original destination is dst: entries made while a UDP Service had no
+	// endpoint would otherwise keep its clients from ever reaching the first
+	// one (kube-proxy clears them for the same reason).
+	FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error)
 }

@@ -12,26 +12,17 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
-// ShimPlane is the part of a dataplane the shim contract needs. A full
-// Dataplane is one; so is the linux Shim alone (with an Observe that reads
-// only the sets), which lets the contract run in a network namespace of a
-// kernel without IPVS.
-type ShimPlane interface {
-	EnsureShim(ctx context.Context, cfg shim.Config) error
-	AddSetEntry(ctx context.Context, e model.SetEntry) error
-	DeleteSetEntry(ctx context.Context, e model.SetEntry) error
-	DeleteShim(ctx context.Context) error
-	Observe(ctx context.Context) (dataplane.Observation, error)
-}
+// NetfilterFactory returns a dataplane.Netfilter over a kernel without the
+// shim: a whole Dataplane, or the linux Shim alone in a network namespace of
+// a kernel without IPVS.
+type NetfilterFactory func(t *testing.T) dataplane.Netfilter
 
-// ShimFactory returns a ShimPlane over a kernel without the shim.
-type ShimFactory func(t *testing.T) ShimPlane
-
-// RunShim runs the shim's contract subtests, each on a fresh plane.
-func RunShim(t *testing.T, newSP ShimFactory) {
+// RunNetfilter runs the contract of dataplane.Netfilter, each subtest on a
+// fresh one.
+func RunNetfilter(t *testing.T, newNF NetfilterFactory) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, sp ShimPlane)
+		fn   func(t *testing.T, nf dataplane.Netfilter)
 	}{
 		{"SetsNeedEnsure", testSetsNeedEnsure},
 		{"SetMembers", testSetMembers},
@@ -41,7 +32,7 @@ func RunShim(t *testing.T, newSP ShimFactory) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, newSP(t))
+			tc.fn(t, newNF(t))
 		})
 	}
 }
@@ -64,12 +55,14 @@ func shimMembers() []model.SetEntry {
 	}
 }
 
-func setDump(t *testing.T, ctx context.Context, sp ShimPlane) string {
+func setDump(t *testing.T, ctx context.Context, nf dataplane.Netfilter) string {
 	t.Helper()
-	obs, err := sp.Observe(ctx)
-	must(t, "observe", err)
+	sets, err := nf.SetEntries(ctx)
+	must(t, "list set members", err)
+	s := model.NewState()
+	s.Sets = sets
 	var b strings.Builder
-	for _, e := range obs.State.SortedSetEntries() {
+	for _, e := range s.SortedSetEntries() {
 		b.WriteString(e.String() + "\n")
 	}
 	return b.String()
@@ -87,72 +80,72 @@ func dumpOf(es []model.SetEntry) string {
 	return b.String()
 }
 
-func testSetsNeedEnsure(t *testing.T, sp ShimPlane) {
+func testSetsNeedEnsure(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	e := shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)
-	mustFailWith(t, "add to a missing set", sp.AddSetEntry(ctx, e), dataplane.ErrNotExist)
-	mustFailWith(t, "delete from a missing set", sp.DeleteSetEntry(ctx, e), dataplane.ErrNotExist)
-	if got := setDump(t, ctx, sp); got != "" {
+	mustFailWith(t, "add to a missing set", nf.AddSetEntry(ctx, e), dataplane.ErrNotExist)
+	mustFailWith(t, "delete from a missing set", nf.DeleteSetEntry(ctx, e), dataplane.ErrNotExist)
+	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members without sets:\n%s", got)
 	}
 }
 
-func testSetMembers(t *testing.T, sp ShimPlane) {
+func testSetMembers(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
-	must(t, "ensure shim", sp.EnsureShim(ctx, dualStack))
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	members := shimMembers()
 	for _, e := range members {
-		must(t, "add "+e.String(), sp.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
 	}
-	if got, want := setDump(t, ctx, sp), dumpOf(members); got != want {
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
 	}
-	mustFailWith(t, "add again", sp.AddSetEntry(ctx, members[0]), dataplane.ErrExist)
-	must(t, "delete", sp.DeleteSetEntry(ctx, members[0]))
-	mustFailWith(t, "delete again", sp.DeleteSetEntry(ctx, members[0]), dataplane.ErrNotExist)
-	if got, want := setDump(t, ctx, sp), dumpOf(members[1:]); got != want {
+	mustFailWith(t, "add again", nf.AddSetEntry(ctx, members[0]), dataplane.ErrExist)
+	must(t, "delete", nf.DeleteSetEntry(ctx, members[0]))
+	mustFailWith(t, "delete again", nf.DeleteSetEntry(ctx, members[0]), dataplane.ErrNotExist)
+	if got, want := setDump(t, ctx, nf), dumpOf(members[1:]); got != want {
 		t.Fatalf("after delete:\n%s\nwant:\n%s", got, want)
 	}
 }
 
-func testEnsureKeepsMembers(t *testing.T, sp ShimPlane) {
+func testEnsureKeepsMembers(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
-	must(t, "ensure shim", sp.EnsureShim(ctx, dualStack))
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	members := shimMembers()
 	for _, e := range members {
-		must(t, "add "+e.String(), sp.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
 	}
-	must(t, "ensure again", sp.EnsureShim(ctx, dualStack))
+	must(t, "ensure again", nf.EnsureShim(ctx, dualStack))
 	other := dualStack
 	other.MasqueradeAll = true
-	must(t, "ensure with another config", sp.EnsureShim(ctx, other))
-	if got, want := setDump(t, ctx, sp), dumpOf(members); got != want {
+	must(t, "ensure with another config", nf.EnsureShim(ctx, other))
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members after ensure:\n%s\nwant:\n%s", got, want)
 	}
 }
 
-func testDeleteShim(t *testing.T, sp ShimPlane) {
+func testDeleteShim(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
-	must(t, "ensure shim", sp.EnsureShim(ctx, dualStack))
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	for _, e := range shimMembers() {
-		must(t, "add "+e.String(), sp.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
 	}
-	must(t, "delete shim", sp.DeleteShim(ctx))
-	if got := setDump(t, ctx, sp); got != "" {
+	must(t, "delete shim", nf.DeleteShim(ctx))
+	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members after delete:\n%s", got)
 	}
-	mustFailWith(t, "add after delete", sp.AddSetEntry(ctx, shimMembers()[0]), dataplane.ErrNotExist)
-	must(t, "delete shim again", sp.DeleteShim(ctx))
+	mustFailWith(t, "add after delete", nf.AddSetEntry(ctx, shimMembers()[0]), dataplane.ErrNotExist)
+	must(t, "delete shim again", nf.DeleteShim(ctx))
 }
 
-func testSetMemberMustFit(t *testing.T, sp ShimPlane) {
+func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
-	must(t, "ensure shim", sp.EnsureShim(ctx, shim.Config{IPv4: true}))
+	must(t, "ensure shim", nf.EnsureShim(ctx, shim.Config{IPv4: true}))
 	wrongFamily := model.SetEntry{Set: shim.SetName(shim.ClusterIP, false), Addr: vip6, Proto: model.TCP, Port: 80}
-	if err := sp.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
+	if err := nf.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("an IPv6 member in an IPv4 set: %v", err)
 	}
-	if got := setDump(t, ctx, sp); got != "" {
+	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members:\n%s", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // This file is the test side of the fake: seeding state, reading it back and
@@ -146,4 +147,58 @@ func (f *Fake) ResetCalls() {
 	defer f.mu.Unlock()
 	clear(f.calls)
 	f.log = nil
+}
+
+// ShimConfig returns the config the rules were last written for, nil when
+// there are no rules.
+func (f *Fake) ShimConfig() *shim.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shimCfg == nil {
+		return nil
+	}
+	c := *f.shimCfg
+	return &c
+}
+
+// RuleWrites counts how many times the rules were (re)written.
+func (f *Fake) RuleWrites() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ruleWrites
+}
+
+// SetNames lists the sets that exist, sorted.
+func (f *Fake) SetNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.sets))
+}
+
+// SetKubeProxyLeftovers plants (true) kube-proxy's chains and sets.
+func (f *Fake) SetKubeProxyLeftovers(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kubeProxyLeft = on
+}
+
+// KubeProxyLeftovers tells whether kube-proxy's leftovers are still there.
+func (f *Fake) KubeProxyLeftovers() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kubeProxyLeft
+}
+
+// SetConntrackDest plants n conntrack entries of proto first sent to dst.
+func (f *Fake) SetConntrackDest(proto model.Protocol, dst netip.AddrPort, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conntrackDest[ConntrackKey{Proto: proto, Real: dst}] = n
+}
+
+// FlushesDest lists every FlushConntrackDest call, in order.
+func (f *Fake) FlushesDest() []ConntrackKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.flushesDest)
 }

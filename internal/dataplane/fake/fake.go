@@ -3,29 +3,21 @@
 // ESRCH become the dataplane errors; the kernel's hashed flag shows in dumps;
 // the table survives the link's deletion) and it can be told to fail, so that
 // the reconciler's tests can replay any state and any fault without root.
-// It passes the same contract suite (dataplanetest) as the linux package.
+// It passes the same contract suite (dataplanetest) as the linux package,
+// and is laid out the same way: one file per part of dataplane.Dataplane
+// (ipvs.go, link.go, shim.go, conntrack.go); control.go is the test side.
 package fake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"sync"
-	"time"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-)
-
-// Kernel defaults of IPVS' timeouts (ipvsadm --timeout on a fresh kernel).
-const (
-	defaultTCPTimeout    = 900 * time.Second
-	defaultTCPFinTimeout = 120 * time.Second
-	defaultUDPTimeout    = 300 * time.Second
 )
 
 // Call describes one method call, for fault injection.
@@ -37,14 +29,8 @@ type Call struct {
 	// Arg is the call's subject: model.VirtualServer (Add/UpdateService),
 	// model.VSKey (DeleteService, Conns), dataplane.RealRef (Add/Update/
 	// DeleteReal), netip.Addr (Add/DeleteAddr), dataplane.Timeouts,
-	// ConntrackKey (FlushConntrack), or nil.
+	// ConntrackKey (FlushConntrack, FlushConntrackDest), or nil.
 	Arg any
-}
-
-// ConntrackKey names the conntrack entries FlushConntrack deletes.
-type ConntrackKey struct {
-	Proto model.Protocol
-	Real  netip.AddrPort
 }
 
 // Fake is the in-memory kernel. Its methods are safe for concurrent use
@@ -126,21 +112,6 @@ func (f *Fake) begin(ctx context.Context, method string, arg any) error {
 	return nil
 }
 
-// Init creates the link if missing and sets the sysctls, like linux.Init.
-func (f *Fake) Init(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "Init", nil); err != nil {
-		return err
-	}
-	f.link = true
-	for _, k := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn",
-		"net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
-		f.sysctls[k] = "1"
-	}
-	return nil
-}
-
 // Observe returns a deep copy of the table, the link's addresses and every
 // real server's counters. Flags carry model.FlagHashed as the kernel's do.
 func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
@@ -163,268 +134,8 @@ func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
 		}
 	}
 	maps.Copy(obs.State.Addrs, f.addrs)
-	for _, members := range f.sets {
-		maps.Copy(obs.State.Sets, members)
-	}
+	obs.State.Sets = f.members()
 	return obs, nil
-}
-
-// Conns reads the counters of one service's reals; ErrNotExist if the
-// service is missing (the kernel's ESRCH).
-func (f *Fake) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "Conns", vs); err != nil {
-		return nil, err
-	}
-	svc, ok := f.services[vs]
-	if !ok {
-		return nil, fmt.Errorf("read connections of %s: %w", vs, dataplane.ErrNotExist)
-	}
-	out := make(map[netip.AddrPort]model.Conns, len(svc.Reals))
-	for a := range svc.Reals {
-		out[a] = f.conns[dataplane.RealRef{VS: vs, RS: a}]
-	}
-	return out, nil
-}
-
-// checkService rejects what the kernel rejects in a service: a scheduler
-// with no module (ENOENT there, ErrUnsupported here) and a protocol IPVS
-// does not balance.
-func checkService(vs model.VirtualServer) error {
-	if !config.ValidScheduler(vs.Scheduler) {
-		return fmt.Errorf("scheduler %q: no ip_vs_%s module: %w", vs.Scheduler, vs.Scheduler, dataplane.ErrUnsupported)
-	}
-	if vs.Key.FWMark == 0 {
-		switch vs.Key.Proto {
-		case model.TCP, model.UDP, model.SCTP:
-		default:
-			return fmt.Errorf("protocol %s: IPVS balances TCP, UDP and SCTP only", vs.Key.Proto)
-		}
-		if !vs.Key.Addr.IsValid() {
-			return errors.New("virtual server without an address")
-		}
-	}
-	return nil
-}
-
-// AddService creates a virtual server; ErrExist if its key is taken.
-func (f *Fake) AddService(ctx context.Context, vs model.VirtualServer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "AddService", vs); err != nil {
-		return err
-	}
-	if _, ok := f.services[vs.Key]; ok {
-		return fmt.Errorf("add virtual server %s: %w", vs.Key, dataplane.ErrExist)
-	}
-	if err := checkService(vs); err != nil {
-		return fmt.Errorf("add virtual server %s: %w", vs.Key, err)
-	}
-	vs.Flags &^= model.FlagHashed
-	f.services[vs.Key] = &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
-	return nil
-}
-
-// UpdateService overwrites scheduler, flags and timeout, keeping the reals.
-func (f *Fake) UpdateService(ctx context.Context, vs model.VirtualServer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "UpdateService", vs); err != nil {
-		return err
-	}
-	svc, ok := f.services[vs.Key]
-	if !ok {
-		return fmt.Errorf("update virtual server %s: %w", vs.Key, dataplane.ErrNotExist)
-	}
-	if err := checkService(vs); err != nil {
-		return fmt.Errorf("update virtual server %s: %w", vs.Key, err)
-	}
-	vs.Flags &^= model.FlagHashed
-	svc.VirtualServer = vs
-	return nil
-}
-
-// DeleteService removes a virtual server and its reals.
-func (f *Fake) DeleteService(ctx context.Context, key model.VSKey) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "DeleteService", key); err != nil {
-		return err
-	}
-	svc, ok := f.services[key]
-	if !ok {
-		return fmt.Errorf("delete virtual server %s: %w", key, dataplane.ErrNotExist)
-	}
-	for a := range svc.Reals {
-		delete(f.conns, dataplane.RealRef{VS: key, RS: a})
-	}
-	delete(f.services, key)
-	return nil
-}
-
-// checkReal rejects what the kernel rejects in a destination (EINVAL).
-func checkReal(rs model.RealServer) error {
-	if rs.Weight < 0 {
-		return fmt.Errorf("weight %d is negative", rs.Weight)
-	}
-	if !rs.Addr.Addr().IsValid() {
-		return errors.New("real server without an address")
-	}
-	return nil
-}
-
-// AddReal adds a destination; ErrNotExist if the service is missing,
-// ErrExist if the destination is already there.
-func (f *Fake) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "AddReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
-		return err
-	}
-	svc, ok := f.services[vs]
-	if !ok {
-		return fmt.Errorf("add real server %s to %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
-	}
-	if _, ok := svc.Reals[rs.Addr]; ok {
-		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, dataplane.ErrExist)
-	}
-	if err := checkReal(rs); err != nil {
-		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, err)
-	}
-	svc.Reals[rs.Addr] = rs
-	return nil
-}
-
-// UpdateReal changes a destination's weight and forwarding.
-func (f *Fake) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "UpdateReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
-		return err
-	}
-	svc, ok := f.services[vs]
-	if !ok {
-		return fmt.Errorf("update real server %s of %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
-	}
-	if _, ok := svc.Reals[rs.Addr]; !ok {
-		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, dataplane.ErrNotExist)
-	}
-	if err := checkReal(rs); err != nil {
-		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, err)
-	}
-	svc.Reals[rs.Addr] = rs
-	return nil
-}
-
-// DeleteReal removes a destination and forgets its counters.
-func (f *Fake) DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ref := dataplane.RealRef{VS: vs, RS: rs}
-	if err := f.begin(ctx, "DeleteReal", ref); err != nil {
-		return err
-	}
-	svc, ok := f.services[vs]
-	if !ok {
-		return fmt.Errorf("delete real server %s of %s: virtual server %w", rs, vs, dataplane.ErrNotExist)
-	}
-	if _, ok := svc.Reals[rs]; !ok {
-		return fmt.Errorf("delete real server %s of %s: %w", rs, vs, dataplane.ErrNotExist)
-	}
-	delete(svc.Reals, rs)
-	delete(f.conns, ref)
-	return nil
-}
-
-// AddAddr binds addr to the link; the link must exist (Init).
-func (f *Fake) AddAddr(ctx context.Context, addr netip.Addr) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "AddAddr", addr); err != nil {
-		return err
-	}
-	if !f.link {
-		return fmt.Errorf("bind %s: link %s %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
-	}
-	addr = addr.Unmap()
-	if _, ok := f.addrs[addr]; ok {
-		return fmt.Errorf("bind %s to %s: %w", addr, dataplane.LinkName, dataplane.ErrExist)
-	}
-	f.addrs[addr] = struct{}{}
-	return nil
-}
-
-// DeleteAddr unbinds addr from the link.
-func (f *Fake) DeleteAddr(ctx context.Context, addr netip.Addr) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "DeleteAddr", addr); err != nil {
-		return err
-	}
-	addr = addr.Unmap()
-	if !f.link {
-		return fmt.Errorf("unbind %s: link %s %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
-	}
-	if _, ok := f.addrs[addr]; !ok {
-		return fmt.Errorf("unbind %s from %s: %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
-	}
-	delete(f.addrs, addr)
-	return nil
-}
-
-// SetTimeouts stores the non-zero timeouts; the kernel takes whole seconds.
-func (f *Fake) SetTimeouts(ctx context.Context, t dataplane.Timeouts) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "SetTimeouts", t); err != nil {
-		return err
-	}
-	for _, d := range []time.Duration{t.TCP, t.TCPFin, t.UDP} {
-		if d < 0 {
-			return fmt.Errorf("set IPVS timeouts: negative timeout %s", d)
-		}
-	}
-	set := func(dst *time.Duration, v time.Duration) {
-		if v != 0 {
-			*dst = v.Truncate(time.Second)
-		}
-	}
-	set(&f.timeouts.TCP, t.TCP)
-	set(&f.timeouts.TCPFin, t.TCPFin)
-	set(&f.timeouts.UDP, t.UDP)
-	return nil
-}
-
-// FlushConntrack deletes the entries SetConntrack planted for (proto, real)
-// and records the call.
-func (f *Fake) FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := ConntrackKey{Proto: proto, Real: real}
-	if err := f.begin(ctx, "FlushConntrack", k); err != nil {
-		return 0, err
-	}
-	f.flushes = append(f.flushes, k)
-	n := f.conntrack[k]
-	delete(f.conntrack, k)
-	return n, nil
-}
-
-// DeleteLink removes the link and every bound address; the IPVS table
-// stays, as in the kernel. ErrNotExist if there is no link.
-func (f *Fake) DeleteLink(ctx context.Context) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.begin(ctx, "DeleteLink", nil); err != nil {
-		return err
-	}
-	if !f.link {
-		return fmt.Errorf("delete link %s: %w", dataplane.LinkName, dataplane.ErrNotExist)
-	}
-	f.link = false
-	clear(f.addrs)
-	return nil
 }
 
 // Close makes every later call fail, as a closed netlink socket would.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
@@ -112,6 +111,25 @@ func setKind(name string) string {
 	return ""
 }
 
+// SetEntries lists the members of every set there is.
+func (f *Fake) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SetEntries", nil); err != nil {
+		return nil, err
+	}
+	return f.members(), nil
+}
+
+// members copies the members of every set. The caller holds f.mu.
+func (f *Fake) members() map[model.SetEntry]struct{} {
+	out := map[model.SetEntry]struct{}{}
+	for _, members := range f.sets {
+		maps.Copy(out, members)
+	}
+	return out
+}
+
 // DeleteShim removes the rules and every set.
 func (f *Fake) DeleteShim(ctx context.Context) error {
 	f.mu.Lock()
@@ -133,72 +151,4 @@ func (f *Fake) DeleteKubeProxyShim(ctx context.Context) error {
 	}
 	f.kubeProxyLeft = false
 	return nil
-}
-
-// FlushConntrackDest deletes the entries SetConntrackDest planted.
-func (f *Fake) FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := ConntrackKey{Proto: proto, Real: dst}
-	if err := f.begin(ctx, "FlushConntrackDest", k); err != nil {
-		return 0, err
-	}
-	f.flushesDest = append(f.flushesDest, k)
-	n := f.conntrackDest[k]
-	delete(f.conntrackDest, k)
-	return n, nil
-}
-
-// ShimConfig returns the config the rules were last written for, nil when
-// there are no rules.
-func (f *Fake) ShimConfig() *shim.Config {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.shimCfg == nil {
-		return nil
-	}
-	c := *f.shimCfg
-	return &c
-}
-
-// RuleWrites counts how many times the rules were (re)written.
-func (f *Fake) RuleWrites() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ruleWrites
-}
-
-// SetNames lists the sets that exist, sorted.
-func (f *Fake) SetNames() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.sets))
-}
-
-// SetKubeProxyLeftovers plants (true) kube-proxy's chains and sets.
-func (f *Fake) SetKubeProxyLeftovers(on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.kubeProxyLeft = on
-}
-
-// KubeProxyLeftovers tells whether kube-proxy's leftovers are still there.
-func (f *Fake) KubeProxyLeftovers() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.kubeProxyLeft
-}
-
-// SetConntrackDest plants n conntrack entries of proto first sent to dst.
-func (f *Fake) SetConntrackDest(proto model.Protocol, dst netip.AddrPort, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.conntrackDest[ConntrackKey{Proto: proto, Real: dst}] = n
-}
-
-// FlushesDest lists every FlushConntrackDest call, in order.
-func (f *Fake) FlushesDest() []ConntrackKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.flushesDest)
 }

@@ -130,35 +130,8 @@ func clampU32(n int) uint32 {
 	return uint32(n)
 }
 
-// Observe dumps every service with its destinations and the link's
-// addresses. Any failure fails the whole read: a partial dump must never
-// look like a table that lost services.
-func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
-	obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
-	err := d.do(ctx, "observe", func(h *handles) error {
-		if err := dumpIPVS(h.ipvs, &obs); err != nil {
-			return err
-		}
-		addrs, err := d.listAddrs(h)
-		if err != nil {
-			return err
-		}
-		for _, a := range addrs {
-			obs.State.Addrs[a] = struct{}{}
-		}
-		return nil
-	})
-	if err != nil {
-		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
-	}
-	sets, err := d.shim.Entries(ctx)
-	if err != nil {
-		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
-	}
-	obs.State.Sets = sets
-	return obs, nil
-}
-
+// dumpIPVS reads every service with its destinations into obs (the IPVS
+// part of Observe).
 func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 	svcs, err := h.GetServices()
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
@@ -49,14 +50,17 @@ type Options struct {
 }
 
 // Dataplane talks to the kernel. Its methods may be called from several
-// goroutines: they are serialized.
+// goroutines: they are serialized. Each part of dataplane.Dataplane has its
+// file: ipvs.go, link.go, conntrack.go, and shim.go, whose Shim is embedded
+// with its own lock.
 type Dataplane struct {
+	*Shim
+
 	log      *zap.Logger
 	linkName string
 	timeout  time.Duration
 	procSys  string
 	strict   bool
-	shim     *Shim
 
 	// open makes fresh sockets (a seam for tests of the timeout path).
 	open func() (*handles, error)
@@ -104,7 +108,7 @@ func New(opts Options) (*Dataplane, error) {
 		d.log = zap.NewNop()
 	}
 	d.log = d.log.Named("dataplane")
-	d.shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend})
+	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend})
 	if d.linkName == "" {
 		d.linkName = dataplane.LinkName
 	}
@@ -204,6 +208,35 @@ func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) err
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return err
+}
+
+// Observe dumps every service with its destinations, the link's addresses
+// and the shim's set members. Any failure fails the whole read: a partial
+// dump must never look like a table that lost services.
+func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
+	obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
+	err := d.do(ctx, "observe", func(h *handles) error {
+		if err := dumpIPVS(h.ipvs, &obs); err != nil {
+			return err
+		}
+		addrs, err := d.listAddrs(h)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			obs.State.Addrs[a] = struct{}{}
+		}
+		return nil
+	})
+	if err != nil {
+		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
+	}
+	sets, err := d.SetEntries(ctx)
+	if err != nil {
+		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
+	}
+	obs.State.Sets = sets
+	return obs, nil
 }
 
 // Close releases the sockets; later calls fail.

@@ -23,11 +23,13 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
-// Shim is the netfilter side of the dataplane: the shim's ipsets through
-// netlink (one message per member, no exec) and its iptables rules through
-// iptables-save / iptables-restore of the node's backend. It needs no IPVS,
-// so it also runs (and is tested) in a network namespace of a kernel
-// without IPVS. Its methods are serialized.
+// Shim is the dataplane.Netfilter of the real kernel: the shim's ipsets
+// through netlink (one message per member, no exec) and its iptables rules
+// through iptables-save / iptables-restore of the node's backend. Dataplane
+// embeds it; it needs no IPVS, so it also runs (and passes the netfilter
+// contract) alone in a network namespace of a kernel without IPVS. Its
+// methods are serialized by its own lock: netfilter calls never wait behind
+// an IPVS call.
 type Shim struct {
 	log *zap.Logger
 	// run executes a tool with stdin and returns its stdout (a seam).
@@ -37,7 +39,11 @@ type Shim struct {
 	mu       sync.Mutex
 	backend  shim.Backend
 	detected bool
+	// ruleWrites counts the families whose rules were (re)written.
+	ruleWrites int
 }
+
+var _ dataplane.Netfilter = (*Shim)(nil)
 
 // ShimOptions configure NewShim. The zero value detects the backend.
 type ShimOptions struct {
@@ -140,19 +146,32 @@ func families(ipv4, ipv6 bool) []bool {
 	return out
 }
 
-// Ensure creates missing sets and rewrites the rules of each family whose
-// chains or jumps differ from cfg's. It returns how many families it
-// rewrote.
-func (s *Shim) Ensure(ctx context.Context, cfg shim.Config) (int, error) {
+// EnsureShim creates missing sets and rewrites the rules of each family
+// whose chains or jumps differ from cfg's.
+func (s *Shim) EnsureShim(ctx context.Context, cfg shim.Config) error {
+	if err := s.ensure(ctx, cfg); err != nil {
+		return fmt.Errorf("ensure netfilter shim: %w", err)
+	}
+	return nil
+}
+
+// RuleWrites counts how many times a family's rules were (re)written, so
+// that tests can tell an unchanged EnsureShim wrote nothing.
+func (s *Shim) RuleWrites() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ruleWrites
+}
+
+func (s *Shim) ensure(ctx context.Context, cfg shim.Config) error {
 	if err := cfg.Validate(); err != nil {
-		return 0, err
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.ensureSets(ctx, cfg); err != nil {
-		return 0, err
+		return err
 	}
-	written := 0
 	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
 		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
 			// A node without ip6tables has no IPv6 netfilter to shim;
@@ -162,7 +181,7 @@ func (s *Shim) Ensure(ctx context.Context, cfg shim.Config) (int, error) {
 		}
 		saved, err := s.save(ctx, v6)
 		if err != nil {
-			return written, fmt.Errorf("read iptables rules: %w", err)
+			return fmt.Errorf("read iptables rules: %w", err)
 		}
 		rules := shim.Rules(cfg, v6)
 		ok, missing := rules.Plan(saved)
@@ -170,12 +189,12 @@ func (s *Shim) Ensure(ctx context.Context, cfg shim.Config) (int, error) {
 			continue
 		}
 		if err := s.restore(ctx, v6, rules.Restore(missing)); err != nil {
-			return written, fmt.Errorf("write iptables rules: %w", err)
+			return fmt.Errorf("write iptables rules: %w", err)
 		}
-		written++
+		s.ruleWrites++
 		s.log.Info("iptables rules written", zap.Bool("ipv6", v6), zap.Int("jumps_added", len(missing)))
 	}
-	return written, nil
+	return nil
 }
 
 // ensureSets creates the sets cfg needs that are missing. Creating an
@@ -202,8 +221,8 @@ func isSetExists(err error) bool {
 	return errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) || errors.Is(err, syscall.EEXIST)
 }
 
-// Entries lists the members of every shim set there is (either family).
-func (s *Shim) Entries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
+// SetEntries lists the members of every shim set there is (either family).
+func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[model.SetEntry]struct{}{}
@@ -266,14 +285,15 @@ func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
 	return ne
 }
 
-// Add adds a member: ErrExist when it is there, ErrNotExist when the set
-// is missing.
-func (s *Shim) Add(ctx context.Context, e model.SetEntry) error {
+// AddSetEntry adds a member: ErrExist when it is there, ErrNotExist when
+// the set is missing.
+func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	return s.change(ctx, "add", e, netlink.IpsetAdd, dataplane.ErrExist)
 }
 
-// Delete removes a member: ErrNotExist when it or its set is missing.
-func (s *Shim) Delete(ctx context.Context, e model.SetEntry) error {
+// DeleteSetEntry removes a member: ErrNotExist when it or its set is
+// missing.
+func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	return s.change(ctx, "delete", e, netlink.IpsetDel, dataplane.ErrNotExist)
 }
 
@@ -298,15 +318,21 @@ func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn fun
 	return fmt.Errorf("ipset %s %s: %w", what, e, err)
 }
 
-// Remove deletes the shim's jumps and chains in both families, then its
-// sets (a set still matched by a rule cannot be destroyed).
-func (s *Shim) Remove(ctx context.Context) error {
-	return s.removeAll(ctx, shim.OurChains(), shim.IsOurs)
+// DeleteShim deletes the shim's jumps and chains in both families, then
+// its sets (a set still matched by a rule cannot be destroyed).
+func (s *Shim) DeleteShim(ctx context.Context) error {
+	if err := s.removeAll(ctx, shim.OurChains(), shim.IsOurs); err != nil {
+		return fmt.Errorf("remove netfilter shim: %w", err)
+	}
+	return nil
 }
 
-// RemoveKubeProxy deletes kube-proxy IPVS mode's jumps, chains and sets.
-func (s *Shim) RemoveKubeProxy(ctx context.Context) error {
-	return s.removeAll(ctx, shim.KubeProxyChains(), shim.IsKubeProxySet)
+// DeleteKubeProxyShim deletes kube-proxy IPVS mode's jumps, chains and sets.
+func (s *Shim) DeleteKubeProxyShim(ctx context.Context) error {
+	if err := s.removeAll(ctx, shim.KubeProxyChains(), shim.IsKubeProxySet); err != nil {
+		return fmt.Errorf("remove kube-proxy's netfilter leftovers: %w", err)
+	}
+	return nil
 }
 
 func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMatch func(string) bool) error {

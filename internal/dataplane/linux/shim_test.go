@@ -68,34 +68,12 @@ func needBackend(t *testing.T, b shim.Backend) {
 	}
 }
 
-// shimPlane is the Shim alone as a dataplanetest.ShimPlane: Observe reads
-// the sets only.
-type shimPlane struct{ *linux.Shim }
-
-func (s shimPlane) EnsureShim(ctx context.Context, cfg shim.Config) error {
-	_, err := s.Shim.Ensure(ctx, cfg)
-	return err
-}
-func (s shimPlane) AddSetEntry(ctx context.Context, e model.SetEntry) error {
-	return s.Shim.Add(ctx, e)
-}
-func (s shimPlane) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
-	return s.Shim.Delete(ctx, e)
-}
-func (s shimPlane) DeleteShim(ctx context.Context) error { return s.Shim.Remove(ctx) }
-func (s shimPlane) Observe(ctx context.Context) (dataplane.Observation, error) {
-	sets, err := s.Shim.Entries(ctx)
-	st := model.NewState()
-	st.Sets = sets
-	return dataplane.Observation{State: st}, err
-}
-
 func newShim(t *testing.T, b shim.Backend) *linux.Shim {
 	s := linux.NewShim(linux.ShimOptions{Backend: b})
 	clean := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.Remove(ctx); err != nil {
+		if err := s.DeleteShim(ctx); err != nil {
 			t.Errorf("remove the shim: %v", err)
 		}
 	}
@@ -132,7 +110,7 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	}
 	needBackend(t, b)
 	t.Run("Contract", func(t *testing.T) {
-		dataplanetest.RunShim(t, func(t *testing.T) dataplanetest.ShimPlane { return shimPlane{newShim(t, b)} })
+		dataplanetest.RunNetfilter(t, func(t *testing.T) dataplane.Netfilter { return newShim(t, b) })
 	})
 	t.Run("RulesWrittenOnlyOnChange", func(t *testing.T) { testRulesOnlyOnChange(t, b) })
 	t.Run("AtomicReplacement", func(t *testing.T) { testAtomicReplacement(t, b) })
@@ -146,26 +124,27 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 func testThousandMembers(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
 	cfg := shim.Config{IPv4: true, IPv6: true}
-	if _, err := s.Ensure(ctx, cfg); err != nil {
+	if err := s.EnsureShim(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	for i := range 1000 {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
-		if err := s.Add(ctx, shim.Entry(shim.ClusterIP, vip, model.TCP, 80)); err != nil {
+		if err := s.AddSetEntry(ctx, shim.Entry(shim.ClusterIP, vip, model.TCP, 80)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	added := time.Since(start)
 	start = time.Now()
-	got, err := s.Entries(ctx)
+	got, err := s.SetEntries(ctx)
 	if err != nil || len(got) != 1000 {
 		t.Fatalf("listed %d members (%v), want 1000", len(got), err)
 	}
 	listed := time.Since(start)
 	start = time.Now()
-	if n, err := s.Ensure(ctx, cfg); err != nil || n != 0 {
-		t.Fatalf("unchanged ensure rewrote %d families: %v", n, err)
+	writes := s.RuleWrites()
+	if err := s.EnsureShim(ctx, cfg); err != nil || s.RuleWrites() != writes {
+		t.Fatalf("unchanged ensure rewrote %d families: %v", s.RuleWrites()-writes, err)
 	}
 	t.Logf("1000 adds %s (%s each), list %s, unchanged Ensure %s", added, added/1000, listed, time.Since(start))
 }
@@ -175,11 +154,11 @@ func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
 	cfg := shim.Config{IPv4: true, IPv6: true}
 	ensure := func(cfg shim.Config, want int, why string) {
 		t.Helper()
-		n, err := s.Ensure(ctx, cfg)
-		if err != nil {
+		before := s.RuleWrites()
+		if err := s.EnsureShim(ctx, cfg); err != nil {
 			t.Fatalf("ensure (%s): %v", why, err)
 		}
-		if n != want {
+		if n := s.RuleWrites() - before; n != want {
 			t.Fatalf("ensure (%s) rewrote %d families, want %d", why, n, want)
 		}
 	}
@@ -219,7 +198,7 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 			}
 		}
 	}
-	if _, err := s.Ensure(ctx, a); err != nil {
+	if err := s.EnsureShim(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -252,7 +231,7 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 		rounds = 10 // emulated CPUs: enough to interleave, not to time out
 	}
 	for i := range rounds {
-		if _, err := s.Ensure(ctx, []shim.Config{c, a}[i%2]); err != nil {
+		if err := s.EnsureShim(ctx, []shim.Config{c, a}[i%2]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,12 +245,12 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 
 func testRemoveForeign(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
-	if _, err := s.Ensure(ctx, shim.Config{IPv4: true, IPv6: true}); err != nil {
+	if err := s.EnsureShim(ctx, shim.Config{IPv4: true, IPv6: true}); err != nil {
 		t.Fatal(err)
 	}
 	run(t, b.Command("iptables"), "-t", "filter", "-A", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
 	run(t, "ipset", "create", "foreign-set", "hash:ip")
-	if err := s.Remove(ctx); err != nil {
+	if err := s.DeleteShim(ctx); err != nil {
 		t.Fatal(err)
 	}
 	save := run(t, b.Command("iptables-save")) + run(t, b.Command("ip6tables-save"))
@@ -322,10 +301,10 @@ func testRemoveKubeProxy(t *testing.T, b shim.Backend) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("plant kube-proxy leftovers: %v\n%s", err, out)
 	}
-	if _, err := s.Ensure(ctx, shim.Config{IPv4: true}); err != nil {
+	if err := s.EnsureShim(ctx, shim.Config{IPv4: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RemoveKubeProxy(ctx); err != nil {
+	if err := s.DeleteKubeProxyShim(ctx); err != nil {
 		t.Fatal(err)
 	}
 	save := run(t, b.Command("iptables-save"))

@@ -1,0 +1,211 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Kernel defaults of IPVS' timeouts (ipvsadm --timeout on a fresh kernel).
+const (
+	defaultTCPTimeout    = 900 * time.Second
+	defaultTCPFinTimeout = 120 * time.Second
+	defaultUDPTimeout    = 300 * time.Second
+)
+
+// Conns reads the counters of one service's reals; ErrNotExist if the
+// service is missing (the kernel's ESRCH).
+func (f *Fake) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Conns", vs); err != nil {
+		return nil, err
+	}
+	svc, ok := f.services[vs]
+	if !ok {
+		return nil, fmt.Errorf("read connections of %s: %w", vs, dataplane.ErrNotExist)
+	}
+	out := make(map[netip.AddrPort]model.Conns, len(svc.Reals))
+	for a := range svc.Reals {
+		out[a] = f.conns[dataplane.RealRef{VS: vs, RS: a}]
+	}
+	return out, nil
+}
+
+// checkService rejects what the kernel rejects in a service: a scheduler
+// with no module (ENOENT there, ErrUnsupported here) and a protocol IPVS
+// does not balance.
+func checkService(vs model.VirtualServer) error {
+	if !config.ValidScheduler(vs.Scheduler) {
+		return fmt.Errorf("scheduler %q: no ip_vs_%s module: %w", vs.Scheduler, vs.Scheduler, dataplane.ErrUnsupported)
+	}
+	if vs.Key.FWMark == 0 {
+		switch vs.Key.Proto {
+		case model.TCP, model.UDP, model.SCTP:
+		default:
+			return fmt.Errorf("protocol %s: IPVS balances TCP, UDP and SCTP only", vs.Key.Proto)
+		}
+		if !vs.Key.Addr.IsValid() {
+			return errors.New("virtual server without an address")
+		}
+	}
+	return nil
+}
+
+// AddService creates a virtual server; ErrExist if its key is taken.
+func (f *Fake) AddService(ctx context.Context, vs model.VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AddService", vs); err != nil {
+		return err
+	}
+	if _, ok := f.services[vs.Key]; ok {
+		return fmt.Errorf("add virtual server %s: %w", vs.Key, dataplane.ErrExist)
+	}
+	if err := checkService(vs); err != nil {
+		return fmt.Errorf("add virtual server %s: %w", vs.Key, err)
+	}
+	vs.Flags &^= model.FlagHashed
+	f.services[vs.Key] = &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
+	return nil
+}
+
+// UpdateService overwrites scheduler, flags and timeout, keeping the reals.
+func (f *Fake) UpdateService(ctx context.Context, vs model.VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "UpdateService", vs); err != nil {
+		return err
+	}
+	svc, ok := f.services[vs.Key]
+	if !ok {
+		return fmt.Errorf("update virtual server %s: %w", vs.Key, dataplane.ErrNotExist)
+	}
+	if err := checkService(vs); err != nil {
+		return fmt.Errorf("update virtual server %s: %w", vs.Key, err)
+	}
+	vs.Flags &^= model.FlagHashed
+	svc.VirtualServer = vs
+	return nil
+}
+
+// DeleteService removes a virtual server and its reals.
+func (f *Fake) DeleteService(ctx context.Context, key model.VSKey) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteService", key); err != nil {
+		return err
+	}
+	svc, ok := f.services[key]
+	if !ok {
+		return fmt.Errorf("delete virtual server %s: %w", key, dataplane.ErrNotExist)
+	}
+	for a := range svc.Reals {
+		delete(f.conns, dataplane.RealRef{VS: key, RS: a})
+	}
+	delete(f.services, key)
+	return nil
+}
+
+// checkReal rejects what the kernel rejects in a destination (EINVAL).
+func checkReal(rs model.RealServer) error {
+	if rs.Weight < 0 {
+		return fmt.Errorf("weight %d is negative", rs.Weight)
+	}
+	if !rs.Addr.Addr().IsValid() {
+		return errors.New("real server without an address")
+	}
+	return nil
+}
+
+// AddReal adds a destination; ErrNotExist if the service is missing,
+// ErrExist if the destination is already there.
+func (f *Fake) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AddReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
+		return err
+	}
+	svc, ok := f.services[vs]
+	if !ok {
+		return fmt.Errorf("add real server %s to %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
+	}
+	if _, ok := svc.Reals[rs.Addr]; ok {
+		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, dataplane.ErrExist)
+	}
+	if err := checkReal(rs); err != nil {
+		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, err)
+	}
+	svc.Reals[rs.Addr] = rs
+	return nil
+}
+
+// UpdateReal changes a destination's weight and forwarding.
+func (f *Fake) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "UpdateReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
+		return err
+	}
+	svc, ok := f.services[vs]
+	if !ok {
+		return fmt.Errorf("update real server %s of %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
+	}
+	if _, ok := svc.Reals[rs.Addr]; !ok {
+		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, dataplane.ErrNotExist)
+	}
+	if err := checkReal(rs); err != nil {
+		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, err)
+	}
+	svc.Reals[rs.Addr] = rs
+	return nil
+}
+
+// DeleteReal removes a destination and forgets its counters.
+func (f *Fake) DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ref := dataplane.RealRef{VS: vs, RS: rs}
+	if err := f.begin(ctx, "DeleteReal", ref); err != nil {
+		return err
+	}
+	svc, ok := f.services[vs]
+	if !ok {
+		return fmt.Errorf("delete real server %s of %s: virtual server %w", rs, vs, dataplane.ErrNotExist)
+	}
+	if _, ok := svc.Reals[rs]; !ok {
+		return fmt.Errorf("delete real server %s of %s: %w", rs, vs, dataplane.ErrNotExist)
+	}
+	delete(svc.Reals, rs)
+	delete(f.conns, ref)
+	return nil
+}
+
+// SetTimeouts stores the non-zero timeouts; the kernel takes whole seconds.
+func (f *Fake) SetTimeouts(ctx context.Context, t dataplane.Timeouts) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "SetTimeouts", t); err != nil {
+		return err
+	}
+	for _, d := range []time.Duration{t.TCP, t.TCPFin, t.UDP} {
+		if d < 0 {
+			return fmt.Errorf("set IPVS timeouts: negative timeout %s", d)
+		}
+	}
+	set := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v.Truncate(time.Second)
+		}
+	}
+	set(&f.timeouts.TCP, t.TCP)
+	set(&f.timeouts.TCPFin, t.TCPFin)
+	set(&f.timeouts.UDP, t.UDP)
+	return nil
+}

@@ -1,0 +1,76 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+)
+
+// Init creates the link if missing and sets the sysctls, like linux.Init.
+func (f *Fake) Init(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Init", nil); err != nil {
+		return err
+	}
+	f.link = true
+	for _, k := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn",
+		"net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
+		f.sysctls[k] = "1"
+	}
+	return nil
+}
+
+// AddAddr binds addr to the link; the link must exist (Init).
+func (f *Fake) AddAddr(ctx context.Context, addr netip.Addr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "AddAddr", addr); err != nil {
+		return err
+	}
+	if !f.link {
+		return fmt.Errorf("bind %s: link %s %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
+	}
+	addr = addr.Unmap()
+	if _, ok := f.addrs[addr]; ok {
+		return fmt.Errorf("bind %s to %s: %w", addr, dataplane.LinkName, dataplane.ErrExist)
+	}
+	f.addrs[addr] = struct{}{}
+	return nil
+}
+
+// DeleteAddr unbinds addr from the link.
+func (f *Fake) DeleteAddr(ctx context.Context, addr netip.Addr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteAddr", addr); err != nil {
+		return err
+	}
+	addr = addr.Unmap()
+	if !f.link {
+		return fmt.Errorf("unbind %s: link %s %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
+	}
+	if _, ok := f.addrs[addr]; !ok {
+		return fmt.Errorf("unbind %s from %s: %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
+	}
+	delete(f.addrs, addr)
+	return nil
+}
+
+// DeleteLink removes the link and every bound address; the IPVS table
+// stays, as in the kernel. ErrNotExist if there is no link.
+func (f *Fake) DeleteLink(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "DeleteLink", nil); err != nil {
+		return err
+	}
+	if !f.link {
+		return fmt.Errorf("delete link %s: %w", dataplane.LinkName, dataplane.ErrNotExist)
+	}
+	f.link = false
+	clear(f.addrs)
+	return nil
+}
