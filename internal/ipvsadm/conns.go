@@ -8,6 +8,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // ConnFile is where the kernel lists IPVS connections; ipvsadm -c reads it
@@ -57,12 +60,12 @@ func (p *printer) conn(line string) error {
 		return ""
 	}
 	protocol := get(0)
-	proto := map[string]uint16{"TCP": ProtoTCP, "UDP": ProtoUDP, "SCTP": ProtoSCTP}[protocol]
+	proto := map[string]model.Protocol{"TCP": model.TCP, "UDP": model.UDP, "SCTP": model.SCTP}[protocol]
 
 	caddr, af := procAddr(get(1))
 	vaddr, _ := procAddr(get(3))
 	daddr, daf := procAddr(get(5))
-	if af == AFInet { // the virtual address shares the client's family
+	if af == ipvstable.AFInet { // the virtual address shares the client's family
 		vaddr = hexAddr(get(3))
 	}
 	cport, vport, dport := hexPort(get(2)), hexPort(get(4)), hexPort(get(6))
@@ -87,11 +90,11 @@ func (p *printer) conn(line string) error {
 func procAddr(s string) (netip.Addr, uint16) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Is6() {
-			return a, AFInet6
+			return a, ipvstable.AFInet6
 		}
-		return a, AFInet
+		return a, ipvstable.AFInet
 	}
-	return hexAddr(s), AFInet
+	return hexAddr(s), ipvstable.AFInet
 }
 
 func hexAddr(s string) netip.Addr {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Names turns addresses and ports into names for listings without -n, as
@@ -18,14 +20,14 @@ import (
 // means "no name": the number is printed.
 type Names interface {
 	Host(addr netip.Addr) string
-	Service(port uint16, proto uint16) string
+	Service(port uint16, proto model.Protocol) string
 }
 
 // NoNames resolves nothing; listings without -n then look like -n's.
 type NoNames struct{}
 
-func (NoNames) Host(netip.Addr) string        { return "" }
-func (NoNames) Service(uint16, uint16) string { return "" }
+func (NoNames) Host(netip.Addr) string                { return "" }
+func (NoNames) Service(uint16, model.Protocol) string { return "" }
 
 // SystemNames is the node's view: port names from a services(5) file (the
 // first entry for a port and protocol wins, as getservbyport's linear scan
@@ -50,7 +52,7 @@ type servKey struct {
 	proto string
 }
 
-func (s *SystemNames) Service(port uint16, proto uint16) string {
+func (s *SystemNames) Service(port uint16, proto model.Protocol) string {
 	s.once.Do(s.loadServices)
 	name := protoName(proto)
 	if name == "" {
@@ -100,13 +102,13 @@ func parseServices(r io.Reader) map[servKey]string {
 }
 
 // protoName is the protocol as services(5) spells it.
-func protoName(proto uint16) string {
+func protoName(proto model.Protocol) string {
 	switch proto {
-	case ProtoTCP:
+	case model.TCP:
 		return "tcp"
-	case ProtoUDP:
+	case model.UDP:
 		return "udp"
-	case ProtoSCTP:
+	case model.SCTP:
 		return "sctp"
 	}
 	return ""

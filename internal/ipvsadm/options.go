@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Command is what a command line asks for.
@@ -38,7 +41,7 @@ type Options struct {
 // Selector names one virtual service as ipvsadm's -t/-u/--sctp-service/-f do.
 type Selector struct {
 	AF       uint16
-	Protocol uint16
+	Protocol model.Protocol
 	Addr     netip.Addr
 	Port     uint16
 	FWMark   uint32
@@ -46,7 +49,7 @@ type Selector struct {
 
 // Matches tells whether s is the selected service (the kernel's lookup:
 // by mark and family, or by protocol, address and port).
-func (sel Selector) Matches(s Service) bool {
+func (sel Selector) Matches(s ipvstable.Service) bool {
 	if sel.FWMark != 0 {
 		return s.FWMark == sel.FWMark && s.AF == sel.AF
 	}
@@ -351,7 +354,7 @@ func (o *Options) apply(t token, seen *[numOpts]bool) error {
 		if o.Service == nil || o.Service.FWMark == 0 {
 			return usageErr(2, "-6 used before -f\n")
 		}
-		o.Service.AF = AFInet6
+		o.Service.AF = ipvstable.AFInet6
 		return nil
 	}
 	if t.spec.opt < 0 {
@@ -424,9 +427,9 @@ func parseSelector(long, v string) (*Selector, error) {
 		if err != nil || mark == 0 {
 			return nil, usageErr(2, "invalid fwmark value `%s' specified", v)
 		}
-		return &Selector{AF: AFInet, Protocol: ProtoTCP, FWMark: uint32(mark)}, nil
+		return &Selector{AF: ipvstable.AFInet, Protocol: model.TCP, FWMark: uint32(mark)}, nil
 	}
-	proto := map[string]uint16{"tcp-service": ProtoTCP, "udp-service": ProtoUDP, "sctp-service": ProtoSCTP}[long]
+	proto := map[string]model.Protocol{"tcp-service": model.TCP, "udp-service": model.UDP, "sctp-service": model.SCTP}[long]
 	bad := usageErr(2, "illegal virtual server address[:port] specified")
 	if v == "" || isDigits(v) {
 		return nil, bad
@@ -445,7 +448,7 @@ func parseSelector(long, v string) (*Selector, error) {
 		candidate = host
 	}
 	if a, err := netip.ParseAddr(candidate); err == nil && a.Is6() && a.Zone() == "" {
-		sel.AF, sel.Addr = AFInet6, a
+		sel.AF, sel.Addr = ipvstable.AFInet6, a
 	} else {
 		if hasPort { // "[x]:port" where x is no IPv6 address
 			return nil, bad
@@ -457,7 +460,7 @@ func parseSelector(long, v string) (*Selector, error) {
 		if !ok {
 			return nil, bad
 		}
-		sel.AF, sel.Addr = AFInet, a
+		sel.AF, sel.Addr = ipvstable.AFInet, a
 	}
 	if hasPort {
 		p, err := strconv.ParseUint(port, 10, 16)

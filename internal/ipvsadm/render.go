@@ -5,6 +5,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Format is how a listing is printed: ipvsadm's FMT_* flags.
@@ -46,7 +49,7 @@ func RenderAll(f Format, l Listing, names Names) string {
 		p.printf("IP Virtual Server version %d.%d.%d (size=%d)\n",
 			(v>>16)&0xff, (v>>8)&0xff, v&0xff, int32(l.Info.ConnTabSize))
 	}
-	svcs := append([]Service(nil), l.Services...)
+	svcs := append([]ipvstable.Service(nil), l.Services...)
 	if !f.NoSort {
 		msort(svcs, cmpServices)
 	}
@@ -59,7 +62,7 @@ func RenderAll(f Format, l Listing, names Names) string {
 
 // RenderService is `ipvsadm -L -t VIP:PORT`: titles and that one service,
 // without the version header.
-func RenderService(f Format, svc Service, names Names) string {
+func RenderService(f Format, svc ipvstable.Service, names Names) string {
 	p := newPrinter(f, names)
 	p.title()
 	p.service(&svc)
@@ -67,13 +70,13 @@ func RenderService(f Format, svc Service, names Names) string {
 }
 
 // RenderTimeouts is `ipvsadm -L --timeout`.
-func RenderTimeouts(t Timeouts) string {
+func RenderTimeouts(t ipvstable.Timeouts) string {
 	return fmt.Sprintf("Timeout (tcp tcpfin udp): %d %d %d\n",
 		int32(t.TCP), int32(t.TCPFin), int32(t.UDP))
 }
 
 // RenderDaemons is `ipvsadm -L --daemon`: one line per running sync daemon.
-func RenderDaemons(ds []Daemon) string {
+func RenderDaemons(ds []ipvstable.Daemon) string {
 	var b strings.Builder
 	for _, d := range ds {
 		var kind string
@@ -130,7 +133,7 @@ func (p *printer) title() {
 }
 
 // service is print_service_entry: the service line, then its destinations.
-func (p *printer) service(se *Service) {
+func (p *printer) service(se *ipvstable.Service) {
 	name := p.serviceName(se)
 	switch {
 	case p.f.Rule:
@@ -146,7 +149,7 @@ func (p *printer) service(se *Service) {
 	}
 	p.printf("\n")
 
-	dests := append([]Dest(nil), se.Dests...)
+	dests := append([]ipvstable.Dest(nil), se.Dests...)
 	if !p.f.NoSort {
 		msort(dests, cmpDests)
 	}
@@ -157,14 +160,14 @@ func (p *printer) service(se *Service) {
 
 // serviceName is the service column: "TCP  10.0.0.1:80", "FWM  7 IPv6",
 // or in the save format "-t 10.0.0.1:80", "-f 7 -6".
-func (p *printer) serviceName(se *Service) string {
+func (p *printer) serviceName(se *ipvstable.Service) string {
 	if se.FWMark != 0 {
 		mark := int32(se.FWMark) // printed with %d
 		v6 := ""
 		switch {
-		case p.f.Rule && se.AF == AFInet6:
+		case p.f.Rule && se.AF == ipvstable.AFInet6:
 			v6 = " -6"
-		case se.AF == AFInet6:
+		case se.AF == ipvstable.AFInet6:
 			v6 = " IPv6"
 		}
 		if p.f.Rule {
@@ -177,83 +180,83 @@ func (p *printer) serviceName(se *Service) string {
 		return serviceOption(se.Protocol) + " " + vname
 	}
 	name := fmt.Sprintf("%-4s %s", protocolName(se.Protocol), vname)
-	if se.AF != AFInet6 && len(name) > 33 {
+	if se.AF != ipvstable.AFInet6 && len(name) > 33 {
 		name = name[:33] // ipvsadm cuts IPv4 names to the column
 	}
 	return name
 }
 
-func serviceOption(proto uint16) string {
+func serviceOption(proto model.Protocol) string {
 	switch proto {
-	case ProtoTCP:
+	case model.TCP:
 		return "-t"
-	case ProtoUDP:
+	case model.UDP:
 		return "-u"
-	case ProtoSCTP:
+	case model.SCTP:
 		return "--sctp-service"
 	}
 	return "--xxx-service"
 }
 
-func protocolName(proto uint16) string {
+func protocolName(proto model.Protocol) string {
 	switch proto {
-	case ProtoTCP:
+	case model.TCP:
 		return "TCP"
-	case ProtoUDP:
+	case model.UDP:
 		return "UDP"
-	case ProtoSCTP:
+	case model.SCTP:
 		return "SCTP"
 	}
 	return "?"
 }
 
 // serviceRule is the -A line of the save format.
-func (p *printer) serviceRule(se *Service, name string) {
+func (p *printer) serviceRule(se *ipvstable.Service, name string) {
 	p.printf("-A %s -s %s", name, se.Scheduler)
-	if se.Flags&FlagPersistent != 0 {
+	if se.Flags&model.FlagPersistent != 0 {
 		p.printf(" -p %d", se.Timeout)
 		p.printf("%s", netmaskSuffix(se, " -M "))
 	}
 	if se.PEName != "" {
 		p.printf(" --pe %s", se.PEName)
 	}
-	if se.Flags&FlagOnePacket != 0 {
+	if se.Flags&model.FlagOnePacket != 0 {
 		p.printf(" -o")
 	}
-	if se.Flags&(FlagSched1|FlagSched2|FlagSched3) != 0 {
+	if se.Flags&(model.FlagSchedSH1|model.FlagSchedSH2|model.FlagSched3) != 0 {
 		p.printf(" -b %s", schedFlags(se))
 	}
 }
 
 // serviceLine is the service line of the default, --thresholds and
 // --persistent-conn listings.
-func (p *printer) serviceLine(se *Service, name string) {
+func (p *printer) serviceLine(se *ipvstable.Service, name string) {
 	p.printf("%s %s", name, se.Scheduler)
-	if se.Flags&(FlagSched1|FlagSched2|FlagSched3) != 0 {
+	if se.Flags&(model.FlagSchedSH1|model.FlagSchedSH2|model.FlagSched3) != 0 {
 		p.printf(" (%s)", schedFlags(se))
 	}
-	if se.Flags&FlagPersistent != 0 {
+	if se.Flags&model.FlagPersistent != 0 {
 		p.printf(" persistent %d", se.Timeout)
 		p.printf("%s", netmaskSuffix(se, " mask "))
 		if se.PEName != "" {
 			p.printf(" pe %s", se.PEName)
 		}
 	}
-	if se.Flags&FlagOnePacket != 0 {
+	if se.Flags&model.FlagOnePacket != 0 {
 		p.printf(" ops")
 	}
 }
 
 // netmaskSuffix prints a non-default persistence netmask: dotted for IPv4,
 // a prefix length for IPv6.
-func netmaskSuffix(se *Service, label string) string {
+func netmaskSuffix(se *ipvstable.Service, label string) string {
 	switch se.AF {
-	case AFInet:
+	case ipvstable.AFInet:
 		if se.Netmask != 0xffffffff {
 			m := se.Netmask
 			return fmt.Sprintf("%s%d.%d.%d.%d", label, m>>24, (m>>16)&0xff, (m>>8)&0xff, m&0xff)
 		}
-	case AFInet6:
+	case ipvstable.AFInet6:
 		if se.Netmask != 128 {
 			return fmt.Sprintf("%s%d", label, int32(se.Netmask))
 		}
@@ -263,29 +266,29 @@ func netmaskSuffix(se *Service, label string) string {
 
 // schedFlags names the scheduler flags the way the service's scheduler
 // knows them (print_sched_flags).
-func schedFlags(se *Service) string {
+func schedFlags(se *ipvstable.Service) string {
 	var names []string
-	add := func(flag uint32, name string) {
+	add := func(flag model.Flags, name string) {
 		if se.Flags&flag != 0 {
 			names = append(names, name)
 		}
 	}
 	switch se.Scheduler {
 	case "sh", "mh":
-		add(FlagSched1, se.Scheduler+"-fallback")
-		add(FlagSched2, se.Scheduler+"-port")
+		add(model.FlagSchedSH1, se.Scheduler+"-fallback")
+		add(model.FlagSchedSH2, se.Scheduler+"-port")
 	default:
-		add(FlagSched1, "flag-1")
-		add(FlagSched2, "flag-2")
-		add(FlagSched3, "flag-3")
+		add(model.FlagSchedSH1, "flag-1")
+		add(model.FlagSchedSH2, "flag-2")
+		add(model.FlagSched3, "flag-3")
 	}
 	return strings.Join(names, ",")
 }
 
 // dest prints one destination line in the chosen format.
-func (p *printer) dest(se *Service, svcName string, e *Dest) {
+func (p *printer) dest(se *ipvstable.Service, svcName string, e *ipvstable.Dest) {
 	dname := p.addrPort(e.AF, e.Addr, e.Port, se.Protocol)
-	if !p.f.Rule && e.AF != AFInet6 && len(dname) > 28 {
+	if !p.f.Rule && e.AF != ipvstable.AFInet6 && len(dname) > 28 {
 		dname = dname[:28]
 	}
 	st := destStats(e.Stats)
@@ -309,17 +312,17 @@ func (p *printer) dest(se *Service, svcName string, e *Dest) {
 			uint32(e.Weight), e.PersistConns, e.ActiveConns, e.InactConns)
 	case p.f.TunInfo:
 		p.printf("  -> %-28s %-7s %-13s %-6d %-10d %-10d\n", dname,
-			fwdName(e.ConnFlags), tunInfo(e), e.Weight, e.ActiveConns, e.InactConns)
+			fwdName(e.Forward), tunInfo(e), e.Weight, e.ActiveConns, e.InactConns)
 	default:
 		p.printf("  -> %-28s %-7s %-6d %-10d %-10d\n", dname,
-			fwdName(e.ConnFlags), e.Weight, e.ActiveConns, e.InactConns)
+			fwdName(e.Forward), e.Weight, e.ActiveConns, e.InactConns)
 	}
 }
 
 // destStats reproduces a libipvs quirk: it parses a destination's STATS64
 // with its 32-bit parser, so every counter but the byte counts is cut to
 // its low 32 bits (services are parsed correctly).
-func destStats(s Stats) Stats {
+func destStats(s ipvstable.Stats) ipvstable.Stats {
 	lo := func(v uint64) uint64 { return v & 0xffffffff }
 	s.Conns, s.InPkts, s.OutPkts = lo(s.Conns), lo(s.InPkts), lo(s.OutPkts)
 	s.CPS, s.InPPS, s.OutPPS = lo(s.CPS), lo(s.InPPS), lo(s.OutPPS)
@@ -341,59 +344,57 @@ func tunFlag(list [3]string, f uint16) string {
 }
 
 // destRule is the -a line of the save format.
-func (p *printer) destRule(svcName, dname string, e *Dest) {
-	p.printf("-a %s -r %s %s -w %d", svcName, dname, fwdSwitch(e.ConnFlags), e.Weight)
-	if e.ConnFlags&FwdMask == FwdTunnel {
+func (p *printer) destRule(svcName, dname string, e *ipvstable.Dest) {
+	p.printf("-a %s -r %s %s -w %d", svcName, dname, fwdSwitch(e.Forward), e.Weight)
+	if e.Forward == model.Tunnel {
 		switch e.TunType {
-		case TunGRE:
+		case ipvstable.TunGRE:
 			p.printf(" --tun-type gre %s", tunFlag(tunFlagOpts, e.TunFlags))
-		case TunGUE:
+		case ipvstable.TunGUE:
 			p.printf(" --tun-type gue --tun-port %d %s", e.TunPort, tunFlag(tunFlagOpts, e.TunFlags))
-		case TunIPIP:
+		case ipvstable.TunIPIP:
 			p.printf(" --tun-type ipip")
 		}
 	}
 	p.printf("\n")
 }
 
-func fwdName(flags uint32) string {
-	switch flags & FwdMask {
-	case FwdMasq:
+func fwdName(f model.Forwarding) string {
+	switch f {
+	case model.Masq:
 		return "Masq"
-	case FwdLocal:
+	case model.Local:
 		return "Local"
-	case FwdTunnel:
+	case model.Tunnel:
 		return "Tunnel"
-	case FwdRoute:
+	case model.Route:
 		return "Route"
 	}
 	return fwdUnknown
 }
 
-func fwdSwitch(flags uint32) string {
-	switch flags & FwdMask {
-	case FwdMasq:
-		return "-m"
-	case FwdTunnel:
-		return "-i"
-	case FwdLocal, FwdRoute:
-		return "-g"
+// fwdSwitch is the forwarding method's option, model's for the methods
+// ipvsadm names, and ipvsadm's NULL name for the others.
+func fwdSwitch(f model.Forwarding) string {
+	switch f {
+	case model.Masq, model.Tunnel, model.Local, model.Route:
+		return f.Flag()
 	}
 	return fwdUnknown
 }
 
 // tunInfo is the TunnelInfo column ("n/a" unless tunnelling).
-func tunInfo(e *Dest) string {
-	if e.ConnFlags&FwdMask != FwdTunnel {
+func tunInfo(e *ipvstable.Dest) string {
+	if e.Forward != model.Tunnel {
 		return "n/a"
 	}
 	var s string
 	switch e.TunType {
-	case TunIPIP:
+	case ipvstable.TunIPIP:
 		s = "ipip"
-	case TunGUE:
+	case ipvstable.TunGUE:
 		s = fmt.Sprintf("gue:%d:%s", e.TunPort, tunFlag(tunFlagText, e.TunFlags))
-	case TunGRE:
+	case ipvstable.TunGRE:
 		s = "gre:" + tunFlag(tunFlagText, e.TunFlags)
 	default:
 		return "n/a"
@@ -437,7 +438,7 @@ func largenum(i uint64, exact bool) string {
 // addrPort is addrport_to_anyname: "10.0.0.1:80", "[fd00::1]:53", or with
 // names "web.example:http"; IPv6 keeps its brackets even around a name.
 // ipvsadm builds it in a 60-byte buffer, so it is cut at 59 bytes.
-func (p *printer) addrPort(af uint16, addr netip.Addr, port uint16, proto uint16) string {
+func (p *printer) addrPort(af uint16, addr netip.Addr, port uint16, proto model.Protocol) string {
 	host := ""
 	if !p.f.Numeric {
 		host = p.names.Host(addr)
@@ -453,7 +454,7 @@ func (p *printer) addrPort(af uint16, addr netip.Addr, port uint16, proto uint16
 		portName = strconv.Itoa(int(port))
 	}
 	var s string
-	if af == AFInet {
+	if af == ipvstable.AFInet {
 		s = host + ":" + portName
 	} else {
 		s = "[" + host + "]:" + portName

@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -18,10 +21,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // fakeKernel serves a fixed Listing.
 type fakeKernel struct{ l Listing }
 
-func (k fakeKernel) Info(context.Context) (Info, error)          { return k.l.Info, nil }
-func (k fakeKernel) Services(context.Context) ([]Service, error) { return k.l.Services, nil }
-func (k fakeKernel) Timeouts(context.Context) (Timeouts, error)  { return k.l.Timeouts, nil }
-func (k fakeKernel) Daemons(context.Context) ([]Daemon, error)   { return k.l.Daemons, nil }
+func (k fakeKernel) Info(context.Context) (ipvstable.Info, error)          { return k.l.Info, nil }
+func (k fakeKernel) Services(context.Context) ([]ipvstable.Service, error) { return k.l.Services, nil }
+func (k fakeKernel) Timeouts(context.Context) (ipvstable.Timeouts, error)  { return k.l.Timeouts, nil }
+func (k fakeKernel) Daemons(context.Context) ([]ipvstable.Daemon, error)   { return k.l.Daemons, nil }
 
 // fakeNames knows a few hosts and reads a small services file.
 type fakeNames struct {
@@ -30,7 +33,7 @@ type fakeNames struct {
 }
 
 func (n fakeNames) Host(a netip.Addr) string { return n.hosts[a] }
-func (n fakeNames) Service(port, proto uint16) string {
+func (n fakeNames) Service(port uint16, proto model.Protocol) string {
 	return n.services[servKey{port, protoName(proto)}]
 }
 
@@ -58,53 +61,53 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // testListing is a table with every kind of service ipvsadm can show.
 func testListing() Listing {
-	big := Stats{Conns: 123456789, InPkts: 99999999, OutPkts: 100000000, InBytes: 1_234_567_890_123, OutBytes: 98_765_432_109_876_543,
+	big := ipvstable.Stats{Conns: 123456789, InPkts: 99999999, OutPkts: 100000000, InBytes: 1_234_567_890_123, OutBytes: 98_765_432_109_876_543,
 		CPS: 12, InPPS: 3456, OutPPS: 4_500_000_000, InBPS: 999_999_999, OutBPS: 100_000_000_000}
 	return Listing{
-		Info:     Info{Version: 0x010201, ConnTabSize: 4096},
-		Timeouts: Timeouts{TCP: 900, TCPFin: 120, UDP: 300},
-		Services: []Service{
-			{AF: AFInet, Protocol: ProtoUDP, Addr: addr("10.96.0.10"), Port: 53, Scheduler: "rr", Flags: FlagHashed | FlagOnePacket,
+		Info:     ipvstable.Info{Version: 0x010201, ConnTabSize: 4096},
+		Timeouts: ipvstable.Timeouts{TCP: 900, TCPFin: 120, UDP: 300},
+		Services: []ipvstable.Service{
+			{AF: ipvstable.AFInet, Protocol: model.UDP, Addr: addr("10.96.0.10"), Port: 53, Scheduler: "rr", Flags: model.FlagHashed | model.FlagOnePacket,
 				Netmask: 0xffffffff,
-				Dests: []Dest{
-					{AF: AFInet, Addr: addr("10.244.2.7"), Port: 53, Weight: 1, ActiveConns: 0, InactConns: 4},
-					{AF: AFInet, Addr: addr("10.244.1.5"), Port: 53, Weight: 1, InactConns: 2},
+				Dests: []ipvstable.Dest{
+					{AF: ipvstable.AFInet, Addr: addr("10.244.2.7"), Port: 53, Weight: 1, ActiveConns: 0, InactConns: 4},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.5"), Port: 53, Weight: 1, InactConns: 2},
 				}},
-			{AF: AFInet, Protocol: ProtoTCP, Addr: addr("192.168.10.1"), Port: 443, Scheduler: "sh", Flags: FlagHashed | FlagSched1 | FlagSched2,
+			{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("192.168.10.1"), Port: 443, Scheduler: "sh", Flags: model.FlagHashed | model.FlagSchedSH1 | model.FlagSchedSH2,
 				Netmask: 0xffffffff, Stats: big,
-				Dests: []Dest{
-					{AF: AFInet, Addr: addr("10.244.3.9"), Port: 8443, Weight: 0, ActiveConns: 7, InactConns: 1, Stats: big},
-					{AF: AFInet, Addr: addr("10.244.1.5"), Port: 8443, Weight: 1, ActiveConns: 12, UThreshold: 100, LThreshold: 50, Stats: Stats{Conns: 5, InPkts: 50, OutPkts: 40, InBytes: 5000, OutBytes: 4000}},
+				Dests: []ipvstable.Dest{
+					{AF: ipvstable.AFInet, Addr: addr("10.244.3.9"), Port: 8443, Weight: 0, ActiveConns: 7, InactConns: 1, Stats: big},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.5"), Port: 8443, Weight: 1, ActiveConns: 12, UThreshold: 100, LThreshold: 50, Stats: ipvstable.Stats{Conns: 5, InPkts: 50, OutPkts: 40, InBytes: 5000, OutBytes: 4000}},
 				}},
-			{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.96.0.1"), Port: 80, Scheduler: "wlc", Flags: FlagHashed | FlagPersistent, Timeout: 10800,
+			{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.96.0.1"), Port: 80, Scheduler: "wlc", Flags: model.FlagHashed | model.FlagPersistent, Timeout: 10800,
 				Netmask: 0xffffff00, PEName: "",
-				Dests: []Dest{
-					{AF: AFInet, Addr: addr("10.244.1.5"), Port: 8080, Weight: 3, ConnFlags: FwdMasq, PersistConns: 2, ActiveConns: 1},
-					{AF: AFInet, Addr: addr("10.244.1.6"), Port: 80, Weight: 1, ConnFlags: FwdRoute},
-					{AF: AFInet, Addr: addr("10.244.1.7"), Port: 80, Weight: 1, ConnFlags: FwdTunnel, TunType: TunGUE, TunPort: 6080, TunFlags: 2},
-					{AF: AFInet, Addr: addr("10.244.1.8"), Port: 80, Weight: 1, ConnFlags: FwdTunnel, TunType: TunGRE, TunFlags: 1},
-					{AF: AFInet, Addr: addr("10.244.1.9"), Port: 80, Weight: 1, ConnFlags: FwdTunnel, TunType: TunIPIP},
-					{AF: AFInet, Addr: addr("127.0.0.1"), Port: 80, Weight: 1, ConnFlags: FwdLocal},
+				Dests: []ipvstable.Dest{
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.5"), Port: 8080, Weight: 3, Forward: model.Masq, PersistConns: 2, ActiveConns: 1},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.6"), Port: 80, Weight: 1, Forward: model.Route},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.7"), Port: 80, Weight: 1, Forward: model.Tunnel, TunType: ipvstable.TunGUE, TunPort: 6080, TunFlags: 2},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.8"), Port: 80, Weight: 1, Forward: model.Tunnel, TunType: ipvstable.TunGRE, TunFlags: 1},
+					{AF: ipvstable.AFInet, Addr: addr("10.244.1.9"), Port: 80, Weight: 1, Forward: model.Tunnel, TunType: ipvstable.TunIPIP},
+					{AF: ipvstable.AFInet, Addr: addr("127.0.0.1"), Port: 80, Weight: 1, Forward: model.Local},
 				}},
-			{AF: AFInet, Protocol: ProtoSCTP, Addr: addr("10.96.0.20"), Port: 5060, Scheduler: "mh", Flags: FlagHashed | FlagSched2 | FlagPersistent, Timeout: 60,
+			{AF: ipvstable.AFInet, Protocol: model.SCTP, Addr: addr("10.96.0.20"), Port: 5060, Scheduler: "mh", Flags: model.FlagHashed | model.FlagSchedSH2 | model.FlagPersistent, Timeout: 60,
 				Netmask: 0xffffffff, PEName: "sip",
-				Dests: []Dest{{AF: AFInet, Addr: addr("10.244.4.4"), Port: 5060, Weight: 65535, ConnFlags: FwdMasq}}},
-			{AF: AFInet6, Protocol: ProtoTCP, Addr: addr("fd00:10:96::1"), Port: 443, Scheduler: "lc", Flags: FlagHashed | FlagPersistent, Timeout: 300,
+				Dests: []ipvstable.Dest{{AF: ipvstable.AFInet, Addr: addr("10.244.4.4"), Port: 5060, Weight: 65535, Forward: model.Masq}}},
+			{AF: ipvstable.AFInet6, Protocol: model.TCP, Addr: addr("fd00:10:96::1"), Port: 443, Scheduler: "lc", Flags: model.FlagHashed | model.FlagPersistent, Timeout: 300,
 				Netmask: 64,
-				Dests: []Dest{
-					{AF: AFInet6, Addr: addr("fd00:10:244:1::5"), Port: 6443, Weight: 1, ActiveConns: 3, InactConns: 1, PersistConns: 3},
-					{AF: AFInet6, Addr: addr("fd00:10:244:1::4"), Port: 6443, Weight: 0},
+				Dests: []ipvstable.Dest{
+					{AF: ipvstable.AFInet6, Addr: addr("fd00:10:244:1::5"), Port: 6443, Weight: 1, ActiveConns: 3, InactConns: 1, PersistConns: 3},
+					{AF: ipvstable.AFInet6, Addr: addr("fd00:10:244:1::4"), Port: 6443, Weight: 0},
 				}},
-			{AF: AFInet6, Protocol: ProtoUDP, Addr: addr("fd00:10:96::a"), Port: 53, Scheduler: "wrr", Flags: FlagHashed | FlagSched3, Netmask: 128,
-				Dests: []Dest{{AF: AFInet6, Addr: addr("fd00:10:244:2::7"), Port: 53, Weight: 2}}},
-			{AF: AFInet, FWMark: 7, Scheduler: "rr", Flags: FlagHashed, Netmask: 0xffffffff,
-				Dests: []Dest{{AF: AFInet, Addr: addr("10.244.5.5"), Port: 0, Weight: 1, ConnFlags: FwdRoute}}},
-			{AF: AFInet6, FWMark: 3, Scheduler: "sed", Flags: FlagHashed | FlagPersistent, Timeout: 3600, Netmask: 128,
-				Dests: []Dest{{AF: AFInet6, Addr: addr("fd00::1:2"), Port: 0, Weight: 1, ConnFlags: FwdRoute}}},
-			{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.96.0.30"), Port: 0, Scheduler: "nq", Flags: FlagHashed | FlagPersistent, Timeout: 1,
+			{AF: ipvstable.AFInet6, Protocol: model.UDP, Addr: addr("fd00:10:96::a"), Port: 53, Scheduler: "wrr", Flags: model.FlagHashed | model.FlagSched3, Netmask: 128,
+				Dests: []ipvstable.Dest{{AF: ipvstable.AFInet6, Addr: addr("fd00:10:244:2::7"), Port: 53, Weight: 2}}},
+			{AF: ipvstable.AFInet, FWMark: 7, Scheduler: "rr", Flags: model.FlagHashed, Netmask: 0xffffffff,
+				Dests: []ipvstable.Dest{{AF: ipvstable.AFInet, Addr: addr("10.244.5.5"), Port: 0, Weight: 1, Forward: model.Route}}},
+			{AF: ipvstable.AFInet6, FWMark: 3, Scheduler: "sed", Flags: model.FlagHashed | model.FlagPersistent, Timeout: 3600, Netmask: 128,
+				Dests: []ipvstable.Dest{{AF: ipvstable.AFInet6, Addr: addr("fd00::1:2"), Port: 0, Weight: 1, Forward: model.Route}}},
+			{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.96.0.30"), Port: 0, Scheduler: "nq", Flags: model.FlagHashed | model.FlagPersistent, Timeout: 1,
 				Netmask: 0xffff0000},
 		},
-		Daemons: []Daemon{
+		Daemons: []ipvstable.Daemon{
 			{State: 1, MCastIfn: "eth0", SyncID: 7, SyncMaxLen: 1472, MCastGroup: addr("224.0.0.81"), MCastPort: 8848, MCastTTL: 1},
 			{State: 2, MCastIfn: "eth1", SyncID: 0},
 		},
@@ -235,13 +238,13 @@ func TestLargenum(t *testing.T) {
 // The C comparators wrap: 10.0.0.0/8 sorts after 192.168.0.0/16 (and the
 // wrapped order is the one ipvsadm prints).
 func TestSortWraps(t *testing.T) {
-	svcs := []Service{
-		{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.0.0.1"), Port: 80},
-		{AF: AFInet, Protocol: ProtoTCP, Addr: addr("192.168.0.1"), Port: 80},
-		{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.0.0.1"), Port: 8},
-		{AF: AFInet6, Protocol: ProtoTCP, Addr: addr("fd00::1"), Port: 80},
-		{AF: AFInet, FWMark: 1},
-		{AF: AFInet, Protocol: ProtoUDP, Addr: addr("1.1.1.1"), Port: 53},
+	svcs := []ipvstable.Service{
+		{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.0.0.1"), Port: 80},
+		{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("192.168.0.1"), Port: 80},
+		{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.0.0.1"), Port: 8},
+		{AF: ipvstable.AFInet6, Protocol: model.TCP, Addr: addr("fd00::1"), Port: 80},
+		{AF: ipvstable.AFInet, FWMark: 1},
+		{AF: ipvstable.AFInet, Protocol: model.UDP, Addr: addr("1.1.1.1"), Port: 53},
 	}
 	msort(svcs, cmpServices)
 	var got []string
@@ -280,12 +283,12 @@ func TestParseSelector(t *testing.T) {
 		want Selector
 		err  string
 	}{
-		{"-L -t 10.0.0.1:80", Selector{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.0.0.1"), Port: 80}, ""},
-		{"-L -t10.0.0.1:http", Selector{AF: AFInet, Protocol: ProtoTCP, Addr: addr("10.0.0.1"), Port: 80}, ""},
-		{"-L --udp-service=[fd00::a]:53", Selector{AF: AFInet6, Protocol: ProtoUDP, Addr: addr("fd00::a"), Port: 53}, ""},
-		{"-L -u fd00::a", Selector{AF: AFInet6, Protocol: ProtoUDP, Addr: addr("fd00::a")}, ""},
-		{"-L --sctp-service 10.0.0.1", Selector{AF: AFInet, Protocol: ProtoSCTP, Addr: addr("10.0.0.1")}, ""},
-		{"-L -f 5 -6", Selector{AF: AFInet6, Protocol: ProtoTCP, FWMark: 5}, ""},
+		{"-L -t 10.0.0.1:80", Selector{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.0.0.1"), Port: 80}, ""},
+		{"-L -t10.0.0.1:http", Selector{AF: ipvstable.AFInet, Protocol: model.TCP, Addr: addr("10.0.0.1"), Port: 80}, ""},
+		{"-L --udp-service=[fd00::a]:53", Selector{AF: ipvstable.AFInet6, Protocol: model.UDP, Addr: addr("fd00::a"), Port: 53}, ""},
+		{"-L -u fd00::a", Selector{AF: ipvstable.AFInet6, Protocol: model.UDP, Addr: addr("fd00::a")}, ""},
+		{"-L --sctp-service 10.0.0.1", Selector{AF: ipvstable.AFInet, Protocol: model.SCTP, Addr: addr("10.0.0.1")}, ""},
+		{"-L -f 5 -6", Selector{AF: ipvstable.AFInet6, Protocol: model.TCP, FWMark: 5}, ""},
 		{"-L -t 80", Selector{}, "illegal virtual server address[:port] specified"},
 		{"-L -t 10.0.0.1:99999", Selector{}, "illegal virtual server address[:port] specified"},
 		{"-L -f 0", Selector{}, "invalid fwmark value `0' specified"},

@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
 )
 
 // Kernel is what the listings read from IPVS. dataplane/linux implements it
 // over generic netlink; tests use a Listing.
 type Kernel interface {
-	Info(ctx context.Context) (Info, error)
-	Services(ctx context.Context) ([]Service, error) // with their destinations
-	Timeouts(ctx context.Context) (Timeouts, error)
-	Daemons(ctx context.Context) ([]Daemon, error)
+	Info(ctx context.Context) (ipvstable.Info, error)
+	Services(ctx context.Context) ([]ipvstable.Service, error) // with their destinations
+	Timeouts(ctx context.Context) (ipvstable.Timeouts, error)
+	Daemons(ctx context.Context) ([]ipvstable.Daemon, error)
 }
 
 // Env is what Run needs from the outside world.

@@ -1,6 +1,10 @@
 package ipvsadm
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+)
 
 // ipvsadm sorts with qsort(3) and libipvs' comparators, which subtract
 // unsigned 32-bit values and read the difference as a signed int. That
@@ -33,7 +37,7 @@ func addrWords(a netip.Addr) [4]uint32 {
 // for IPv4 (af decides, as in C, not the address itself).
 func cmpAddr(af uint16, a, b netip.Addr) int {
 	wa, wb := addrWords(a), addrWords(b)
-	if af != AFInet6 {
+	if af != ipvstable.AFInet6 {
 		return diff32(wa[0], wb[0])
 	}
 	r := 0
@@ -44,7 +48,7 @@ func cmpAddr(af uint16, a, b netip.Addr) int {
 }
 
 // cmpServices is ipvs_cmp_services: fwmark, family, protocol, address, port.
-func cmpServices(a, b *Service) int {
+func cmpServices(a, b *ipvstable.Service) int {
 	if r := diff32(a.FWMark, b.FWMark); r != 0 {
 		return r
 	}
@@ -61,7 +65,7 @@ func cmpServices(a, b *Service) int {
 }
 
 // cmpDests is ipvs_cmp_dests: address (by the first one's family), port.
-func cmpDests(a, b *Dest) int {
+func cmpDests(a, b *ipvstable.Dest) int {
 	if r := cmpAddr(a.AF, a.Addr, b.Addr); r != 0 {
 		return r
 	}

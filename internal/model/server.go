@@ -17,6 +17,7 @@ const (
 	FlagOnePacket  Flags = 0x4
 	FlagSchedSH1   Flags = 0x8  // sh-fallback / mh-fallback
 	FlagSchedSH2   Flags = 0x10 // sh-port / mh-port
+	FlagSched3     Flags = 0x20 // flag-3: no scheduler in the kernel reads it
 )
 
 // ConfigFlags are the flags we set and compare; the kernel's own (hashed)

@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
-	"github.com/kube-ipvs/kube-ipvs/internal/ipvsadm"
 )
 
 // IPVSReader reads the IPVS table over generic netlink, speaking the IPVS
 // family directly for what moby/ipvs does not return: 64-bit counters and
 // rates, the persistence netmask and engine, thresholds, persistent
 // connection counts, tunnel settings, the IPVS version and connection table
-// size, the timeouts and the sync daemons. It only reads.
+// size, the timeouts and the sync daemons, into package ipvstable's types
+// (cmd/kube-ipvs hands it to ipvsadm, which renders them). It only reads.
 //
 // Every request is bounded by its context (or by a default deadline), so an
 // unanswered request cannot hang the caller.
@@ -28,8 +28,6 @@ type IPVSReader struct {
 	conn   *netlink.Conn
 	family uint16
 }
-
-var _ ipvsadm.Kernel = (*IPVSReader)(nil)
 
 // defaultGenlTimeout bounds a request whose context has no deadline.
 const defaultGenlTimeout = 30 * time.Second
@@ -72,53 +70,32 @@ func OpenIPVSReader(ctx context.Context) (*IPVSReader, error) {
 // Close releases the socket.
 func (r *IPVSReader) Close() error { return r.conn.Close() }
 
-// ReadListing is one full read: info, every service with its destinations,
-// and the timeouts.
-func ReadListing(ctx context.Context) (ipvsadm.Listing, error) {
-	r, err := OpenIPVSReader(ctx)
-	if err != nil {
-		return ipvsadm.Listing{}, err
-	}
-	defer r.Close()
-	var l ipvsadm.Listing
-	if l.Info, err = r.Info(ctx); err != nil {
-		return l, err
-	}
-	if l.Services, err = r.Services(ctx); err != nil {
-		return l, err
-	}
-	if l.Timeouts, err = r.Timeouts(ctx); err != nil {
-		return l, err
-	}
-	return l, nil
-}
-
 func (r *IPVSReader) resolveFamily(ctx context.Context) (uint16, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(ctrlAttrFamilyName, ipvsGenlName)
-	attrs, err := ae.Encode()
+	req, err := ae.Encode()
 	if err != nil {
 		return 0, fmt.Errorf("encode family request: %w", err)
 	}
-	msgs, err := r.execute(ctx, ctrlCmdGetFamily, 0, attrs)
+	id, err := read(ctx, r, "resolve the IPVS generic netlink family", ctrlCmdGetFamily, 0, req, decodeFamilyID)
 	if errors.Is(err, syscall.ENOENT) {
 		return 0, fmt.Errorf("no IPVS generic netlink family (is the ip_vs module loaded?): %w", dataplane.ErrUnsupported)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("resolve the IPVS generic netlink family: %w", err)
-	}
-	for _, m := range msgs {
-		as, err := genlAttrs(m)
-		if err != nil {
-			return 0, err
+	return id, err
+}
+
+// decodeFamilyID reads the controller's answer about a family.
+func decodeFamilyID(msgs []netlink.Message) (uint16, error) {
+	var id uint16
+	err := eachAttr(msgs, func(ad *netlink.AttributeDecoder) {
+		if ad.Type() == ctrlAttrFamilyID {
+			id = ad.Uint16()
 		}
-		for _, a := range as {
-			if a.Type == ctrlAttrFamilyID && len(a.Data) >= 2 {
-				return nativeUint16(a.Data), nil
-			}
-		}
+	})
+	if err == nil && id == 0 {
+		err = errors.New("no family id in the answer")
 	}
-	return 0, fmt.Errorf("resolve the IPVS generic netlink family: no family id in the answer")
+	return id, err
 }
 
 // execute sends one generic netlink request to the reader's family and
@@ -135,7 +112,7 @@ func (r *IPVSReader) execute(ctx context.Context, cmd uint8, flags netlink.Heade
 	stop := context.AfterFunc(ctx, func() { _ = r.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	data := make([]byte, 4, 4+len(attrs))
+	data := make([]byte, genlHeaderLen, genlHeaderLen+len(attrs))
 	data[0], data[1] = cmd, ipvsGenlVersion // then two reserved bytes
 	data = append(data, attrs...)
 	msgs, err := r.conn.Execute(netlink.Message{
@@ -151,15 +128,70 @@ func (r *IPVSReader) execute(ctx context.Context, cmd uint8, flags netlink.Heade
 	return msgs, nil
 }
 
-// genlAttrs skips a message's generic netlink header and splits its
-// attributes.
-func genlAttrs(m netlink.Message) ([]netlink.Attribute, error) {
-	if len(m.Data) < 4 {
-		return nil, fmt.Errorf("short generic netlink message (%d bytes)", len(m.Data))
+// read sends one request and decodes its answers (every part of a dump):
+// every kind of message the reader asks for goes through here. what names
+// the read in the error.
+func read[T any](ctx context.Context, r *IPVSReader, what string, cmd uint8, flags netlink.HeaderFlags, req []byte,
+	decode func([]netlink.Message) (T, error)) (T, error) {
+	msgs, err := r.execute(ctx, cmd, flags, req)
+	if err == nil {
+		var v T
+		if v, err = decode(msgs); err == nil {
+			return v, nil
+		}
 	}
-	as, err := netlink.UnmarshalAttributes(m.Data[4:])
-	if err != nil {
-		return nil, fmt.Errorf("decode generic netlink attributes: %w", err)
+	var zero T
+	return zero, fmt.Errorf("%s: %w", what, err)
+}
+
+// genlHeaderLen is struct genlmsghdr: command, version, two reserved bytes.
+const genlHeaderLen = 4
+
+// eachAttr is the reader's one decoding loop: it calls fn on every
+// attribute of every answer through the library's decoder, whose first
+// error (a nested one included, from ad.Nested) it returns.
+func eachAttr(msgs []netlink.Message, fn func(ad *netlink.AttributeDecoder)) error {
+	for _, m := range msgs {
+		if len(m.Data) < genlHeaderLen {
+			return fmt.Errorf("short generic netlink message (%d bytes)", len(m.Data))
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[genlHeaderLen:])
+		if err != nil {
+			return fmt.Errorf("decode generic netlink attributes: %w", err)
+		}
+		for ad.Next() {
+			fn(ad)
+		}
+		if err := ad.Err(); err != nil {
+			return fmt.Errorf("decode generic netlink attributes: %w", err)
+		}
 	}
-	return as, nil
+	return nil
+}
+
+// entries decodes a dump, whose every answer carries one entry nested in
+// attribute typ: decode reads it, and an answer without one is an error.
+func entries[T any](msgs []netlink.Message, typ uint16, decode func(*netlink.AttributeDecoder) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(msgs))
+	for _, m := range msgs {
+		found := false
+		err := eachAttr([]netlink.Message{m}, func(ad *netlink.AttributeDecoder) {
+			if ad.Type() != typ {
+				return
+			}
+			found = true
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				v, err := decode(nad)
+				out = append(out, v)
+				return err
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, fmt.Errorf("reply without attribute %d", typ)
+		}
+	}
+	return out, nil
 }

@@ -5,14 +5,15 @@ package linux
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nlenc"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/ipvsadm"
+	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // IPVS generic netlink attributes (include/uapi/linux/ip_vs.h).
@@ -65,316 +66,301 @@ const (
 	infoAttrVersion     = 1
 	infoAttrConnTabSize = 2
 
-	// nlaTypeMask drops NLA_F_NESTED and NLA_F_NET_BYTEORDER from a type.
-	nlaTypeMask = 0x3fff
+	// fwdMask is IP_VS_CONN_F_FWD_MASK: the forwarding bits of a
+	// destination's conn flags.
+	fwdMask = 0x7
 )
 
 // Info is IPVS_CMD_GET_INFO: version and connection table size.
-func (r *IPVSReader) Info(ctx context.Context) (ipvsadm.Info, error) {
-	msgs, err := r.execute(ctx, ipvsCmdGetInfo, 0, nil)
-	if err != nil {
-		return ipvsadm.Info{}, fmt.Errorf("read IPVS info: %w", err)
-	}
-	var info ipvsadm.Info
-	for _, m := range msgs {
-		as, err := genlAttrs(m)
-		if err != nil {
-			return info, fmt.Errorf("read IPVS info: %w", err)
-		}
-		for _, a := range as {
-			switch a.Type & nlaTypeMask {
-			case infoAttrVersion:
-				info.Version = u32(a.Data)
-			case infoAttrConnTabSize:
-				info.ConnTabSize = u32(a.Data)
-			}
-		}
-	}
-	return info, nil
+func (r *IPVSReader) Info(ctx context.Context) (ipvstable.Info, error) {
+	return read(ctx, r, "read IPVS info", ipvsCmdGetInfo, 0, nil, decodeInfo)
 }
 
 // Timeouts is IPVS_CMD_GET_CONFIG: the tcp, tcpfin and udp timeouts.
-func (r *IPVSReader) Timeouts(ctx context.Context) (ipvsadm.Timeouts, error) {
-	msgs, err := r.execute(ctx, ipvsCmdGetConfig, 0, nil)
-	if err != nil {
-		return ipvsadm.Timeouts{}, fmt.Errorf("read IPVS timeouts: %w", err)
-	}
-	var t ipvsadm.Timeouts
-	for _, m := range msgs {
-		as, err := genlAttrs(m)
-		if err != nil {
-			return t, fmt.Errorf("read IPVS timeouts: %w", err)
-		}
-		for _, a := range as {
-			switch a.Type & nlaTypeMask {
-			case cmdAttrTimeoutTCP:
-				t.TCP = u32(a.Data)
-			case cmdAttrTimeoutFin:
-				t.TCPFin = u32(a.Data)
-			case cmdAttrTimeoutUDP:
-				t.UDP = u32(a.Data)
-			}
-		}
-	}
-	return t, nil
+func (r *IPVSReader) Timeouts(ctx context.Context) (ipvstable.Timeouts, error) {
+	return read(ctx, r, "read IPVS timeouts", ipvsCmdGetConfig, 0, nil, decodeTimeouts)
+}
+
+// Daemons dumps the connection-sync daemons (none on most nodes).
+func (r *IPVSReader) Daemons(ctx context.Context) ([]ipvstable.Daemon, error) {
+	return read(ctx, r, "dump IPVS sync daemons", ipvsCmdGetDaemon, netlink.Dump, nil, decodeDaemons)
 }
 
 // Services dumps every virtual service, then each one's destinations.
-func (r *IPVSReader) Services(ctx context.Context) ([]ipvsadm.Service, error) {
-	msgs, err := r.execute(ctx, ipvsCmdGetService, netlink.Dump, nil)
+func (r *IPVSReader) Services(ctx context.Context) ([]ipvstable.Service, error) {
+	svcs, err := read(ctx, r, "dump IPVS services", ipvsCmdGetService, netlink.Dump, nil, decodeServices)
 	if err != nil {
-		return nil, fmt.Errorf("dump IPVS services: %w", err)
-	}
-	svcs := make([]ipvsadm.Service, 0, len(msgs))
-	for _, m := range msgs {
-		nested, err := cmdNested(m, cmdAttrService)
-		if err != nil {
-			return nil, fmt.Errorf("dump IPVS services: %w", err)
-		}
-		svc, err := decodeService(nested)
-		if err != nil {
-			return nil, fmt.Errorf("dump IPVS services: %w", err)
-		}
-		svcs = append(svcs, svc)
+		return nil, err
 	}
 	for i := range svcs {
-		if svcs[i].Dests, err = r.dests(ctx, &svcs[i]); err != nil {
+		svc := &svcs[i]
+		req, err := encodeServiceKey(svc)
+		if err != nil {
+			return nil, err
+		}
+		svc.Dests, err = read(ctx, r, "dump destinations of "+svcLabel(svc), ipvsCmdGetDest, netlink.Dump, req,
+			func(msgs []netlink.Message) ([]ipvstable.Dest, error) { return decodeDests(msgs, svc.AF) })
+		if err != nil {
 			return nil, err
 		}
 	}
 	return svcs, nil
 }
 
-// dests dumps one service's destinations.
-func (r *IPVSReader) dests(ctx context.Context, svc *ipvsadm.Service) ([]ipvsadm.Dest, error) {
-	attrs, err := encodeServiceKey(svc)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := r.execute(ctx, ipvsCmdGetDest, netlink.Dump, attrs)
-	if err != nil {
-		return nil, fmt.Errorf("dump destinations of %s: %w", svcLabel(svc), err)
-	}
-	dests := make([]ipvsadm.Dest, 0, len(msgs))
-	for _, m := range msgs {
-		nested, err := cmdNested(m, cmdAttrDest)
-		if err != nil {
-			return nil, fmt.Errorf("dump destinations of %s: %w", svcLabel(svc), err)
-		}
-		dests = append(dests, decodeDest(nested, svc.AF))
-	}
-	return dests, nil
-}
-
-// Daemons dumps the connection-sync daemons (none on most nodes).
-func (r *IPVSReader) Daemons(ctx context.Context) ([]ipvsadm.Daemon, error) {
-	msgs, err := r.execute(ctx, ipvsCmdGetDaemon, netlink.Dump, nil)
-	if err != nil {
-		return nil, fmt.Errorf("dump IPVS sync daemons: %w", err)
-	}
-	var ds []ipvsadm.Daemon
-	for _, m := range msgs {
-		nested, err := cmdNested(m, cmdAttrDaemon)
-		if err != nil {
-			return nil, fmt.Errorf("dump IPVS sync daemons: %w", err)
-		}
-		ds = append(ds, decodeDaemon(nested))
-	}
-	return ds, nil
-}
-
-func svcLabel(s *ipvsadm.Service) string {
+func svcLabel(s *ipvstable.Service) string {
 	if s.FWMark != 0 {
 		return fmt.Sprintf("fwmark %d", s.FWMark)
 	}
 	return fmt.Sprintf("proto %d %s", s.Protocol, netip.AddrPortFrom(s.Addr, s.Port))
 }
 
-// cmdNested finds the nested attribute typ of a reply and splits it.
-func cmdNested(m netlink.Message, typ uint16) ([]netlink.Attribute, error) {
-	as, err := genlAttrs(m)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range as {
-		if a.Type&nlaTypeMask == typ {
-			inner, err := netlink.UnmarshalAttributes(a.Data)
-			if err != nil {
-				return nil, fmt.Errorf("decode nested attribute %d: %w", typ, err)
-			}
-			return inner, nil
+func decodeInfo(msgs []netlink.Message) (ipvstable.Info, error) {
+	var info ipvstable.Info
+	err := decodeU32s(msgs, map[uint16]*uint32{
+		infoAttrVersion:     &info.Version,
+		infoAttrConnTabSize: &info.ConnTabSize,
+	})
+	return info, err
+}
+
+func decodeTimeouts(msgs []netlink.Message) (ipvstable.Timeouts, error) {
+	var t ipvstable.Timeouts
+	err := decodeU32s(msgs, map[uint16]*uint32{
+		cmdAttrTimeoutTCP: &t.TCP,
+		cmdAttrTimeoutFin: &t.TCPFin,
+		cmdAttrTimeoutUDP: &t.UDP,
+	})
+	return t, err
+}
+
+// decodeU32s reads answers made of u32 attributes into the fields named by
+// their types; other attributes are skipped.
+func decodeU32s(msgs []netlink.Message, fields map[uint16]*uint32) error {
+	return eachAttr(msgs, func(ad *netlink.AttributeDecoder) {
+		if f, ok := fields[ad.Type()]; ok {
+			*f = ad.Uint32()
 		}
-	}
-	return nil, fmt.Errorf("reply without attribute %d", typ)
+	})
+}
+
+func decodeServices(msgs []netlink.Message) ([]ipvstable.Service, error) {
+	return entries(msgs, cmdAttrService, decodeService)
+}
+
+func decodeDests(msgs []netlink.Message, svcAF uint16) ([]ipvstable.Dest, error) {
+	return entries(msgs, cmdAttrDest, func(ad *netlink.AttributeDecoder) (ipvstable.Dest, error) {
+		return decodeDest(ad, svcAF)
+	})
+}
+
+func decodeDaemons(msgs []netlink.Message) ([]ipvstable.Daemon, error) {
+	return entries(msgs, cmdAttrDaemon, decodeDaemon)
 }
 
 // decodeService reads IPVS_CMD_ATTR_SERVICE. The address's and netmask's
 // meaning depend on the family, which may come after them, so raw values
 // are kept until the end.
-func decodeService(as []netlink.Attribute) (ipvsadm.Service, error) {
-	var s ipvsadm.Service
+func decodeService(ad *netlink.AttributeDecoder) (ipvstable.Service, error) {
+	var s ipvstable.Service
 	var rawAddr, rawMask []byte
-	var stats32, stats64 []byte
-	for _, a := range as {
-		switch a.Type & nlaTypeMask {
+	var stats statsPick
+	for ad.Next() {
+		switch ad.Type() {
 		case svcAttrAF:
-			s.AF = u16(a.Data)
+			s.AF = ad.Uint16()
 		case svcAttrProtocol:
-			s.Protocol = u16(a.Data)
+			s.Protocol = model.Protocol(ad.Uint16())
 		case svcAttrAddr:
-			rawAddr = a.Data
+			rawAddr = ad.Bytes()
 		case svcAttrPort:
-			s.Port = be16(a.Data)
+			s.Port = be16(ad)
 		case svcAttrFWMark:
-			s.FWMark = u32(a.Data)
+			s.FWMark = ad.Uint32()
 		case svcAttrSchedName:
-			s.Scheduler = cString(a.Data)
+			s.Scheduler = ad.String()
 		case svcAttrFlags:
-			if len(a.Data) >= 8 { // struct ip_vs_flags { flags, mask }
-				s.Flags = u32(a.Data[:4]) & u32(a.Data[4:8])
-			}
+			s.Flags = serviceFlags(ad)
 		case svcAttrTimeout:
-			s.Timeout = u32(a.Data)
+			s.Timeout = ad.Uint32()
 		case svcAttrNetmask:
-			rawMask = a.Data
-		case svcAttrStats:
-			stats32 = a.Data
+			rawMask = ad.Bytes()
+		case svcAttrStats, svcAttrStats64:
+			stats.decode(ad, ad.Type() == svcAttrStats64)
 		case svcAttrPEName:
-			s.PEName = cString(a.Data)
-		case svcAttrStats64:
-			stats64 = a.Data
+			s.PEName = ad.String()
 		}
 	}
+	if err := ad.Err(); err != nil {
+		return s, fmt.Errorf("decode service: %w", err)
+	}
 	if s.AF == 0 {
-		return s, fmt.Errorf("service without address family")
+		return s, errors.New("service without address family")
 	}
 	if s.FWMark == 0 {
 		s.Addr = decodeAddr(s.AF, rawAddr)
 	}
 	s.Netmask = decodeNetmask(s.AF, rawMask)
-	var err error
-	if stats64 != nil {
-		s.Stats, err = decodeStats(stats64)
-	} else if stats32 != nil {
-		s.Stats, err = decodeStats(stats32)
-	}
-	return s, err
+	s.Stats = stats.stats()
+	return s, nil
+}
+
+// serviceFlags reads struct ip_vs_flags { flags, mask }.
+func serviceFlags(ad *netlink.AttributeDecoder) model.Flags {
+	var f model.Flags
+	ad.Do(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("service flags of %d bytes, want 8", len(b))
+		}
+		f = model.Flags(nlenc.Uint32(b[:4]) & nlenc.Uint32(b[4:]))
+		return nil
+	})
+	return f
 }
 
 // decodeDest reads IPVS_CMD_ATTR_DEST; a destination without its own
 // family (older kernels) has its service's.
-func decodeDest(as []netlink.Attribute, svcAF uint16) ipvsadm.Dest {
-	d := ipvsadm.Dest{AF: svcAF}
-	var rawAddr, stats32, stats64 []byte
-	for _, a := range as {
-		switch a.Type & nlaTypeMask {
+func decodeDest(ad *netlink.AttributeDecoder, svcAF uint16) (ipvstable.Dest, error) {
+	d := ipvstable.Dest{AF: svcAF}
+	var rawAddr []byte
+	var stats statsPick
+	for ad.Next() {
+		switch ad.Type() {
 		case destAttrAddr:
-			rawAddr = a.Data
+			rawAddr = ad.Bytes()
 		case destAttrPort:
-			d.Port = be16(a.Data)
+			d.Port = be16(ad)
 		case destAttrFwdMethod:
-			d.ConnFlags = u32(a.Data)
+			d.Forward = model.Forwarding(ad.Uint32() & fwdMask)
 		case destAttrWeight:
-			d.Weight = int32(u32(a.Data))
+			d.Weight = int32(ad.Uint32())
 		case destAttrUThresh:
-			d.UThreshold = u32(a.Data)
+			d.UThreshold = ad.Uint32()
 		case destAttrLThresh:
-			d.LThreshold = u32(a.Data)
+			d.LThreshold = ad.Uint32()
 		case destAttrActiveConns:
-			d.ActiveConns = u32(a.Data)
+			d.ActiveConns = ad.Uint32()
 		case destAttrInactConns:
-			d.InactConns = u32(a.Data)
+			d.InactConns = ad.Uint32()
 		case destAttrPersistConns:
-			d.PersistConns = u32(a.Data)
-		case destAttrStats:
-			stats32 = a.Data
+			d.PersistConns = ad.Uint32()
+		case destAttrStats, destAttrStats64:
+			stats.decode(ad, ad.Type() == destAttrStats64)
 		case destAttrAddrFamily:
-			d.AF = u16(a.Data)
-		case destAttrStats64:
-			stats64 = a.Data
+			d.AF = ad.Uint16()
 		case destAttrTunType:
-			if len(a.Data) > 0 {
-				d.TunType = a.Data[0]
-			}
+			d.TunType = ad.Uint8()
 		case destAttrTunPort:
-			d.TunPort = be16(a.Data)
+			d.TunPort = be16(ad)
 		case destAttrTunFlags:
-			d.TunFlags = u16(a.Data)
+			d.TunFlags = ad.Uint16()
 		}
 	}
-	d.Addr = decodeAddr(d.AF, rawAddr)
-	if stats64 != nil {
-		d.Stats, _ = decodeStats(stats64)
-	} else if stats32 != nil {
-		d.Stats, _ = decodeStats(stats32)
+	if err := ad.Err(); err != nil {
+		return d, fmt.Errorf("decode destination: %w", err)
 	}
-	return d
+	d.Addr = decodeAddr(d.AF, rawAddr)
+	d.Stats = stats.stats()
+	return d, nil
+}
+
+// statsPick keeps a service's or destination's counters from STATS64, or
+// from STATS on a kernel too old to send STATS64.
+type statsPick struct {
+	s32, s64 ipvstable.Stats
+	has64    bool
+}
+
+// decode reads the STATS or STATS64 nest under ad; a malformed one fails
+// ad, so its error is reported with the rest.
+func (p *statsPick) decode(ad *netlink.AttributeDecoder, is64 bool) {
+	dst := &p.s32
+	if is64 {
+		dst, p.has64 = &p.s64, true
+	}
+	ad.Nested(func(nad *netlink.AttributeDecoder) error {
+		if err := decodeStats(nad, dst); err != nil {
+			return fmt.Errorf("decode stats: %w", err)
+		}
+		return nil
+	})
+}
+
+func (p *statsPick) stats() ipvstable.Stats {
+	if p.has64 {
+		return p.s64
+	}
+	return p.s32
 }
 
 // decodeStats reads a STATS or STATS64 nest; each counter is as wide as
 // its attribute (4 or 8 bytes).
-func decodeStats(b []byte) (ipvsadm.Stats, error) {
-	as, err := netlink.UnmarshalAttributes(b)
-	if err != nil {
-		return ipvsadm.Stats{}, fmt.Errorf("decode stats: %w", err)
-	}
-	var s ipvsadm.Stats
+func decodeStats(ad *netlink.AttributeDecoder, s *ipvstable.Stats) error {
 	fields := [...]*uint64{nil, &s.Conns, &s.InPkts, &s.OutPkts, &s.InBytes, &s.OutBytes,
 		&s.CPS, &s.InPPS, &s.OutPPS, &s.InBPS, &s.OutBPS}
-	for _, a := range as {
-		t := int(a.Type & nlaTypeMask)
+	for ad.Next() {
+		t := int(ad.Type())
 		if t <= 0 || t >= len(fields) {
 			continue // IPVS_STATS_ATTR_PAD and newer attributes
 		}
-		switch len(a.Data) {
-		case 8:
-			*fields[t] = nlenc.Uint64(a.Data)
-		case 4:
-			*fields[t] = uint64(nlenc.Uint32(a.Data))
-		}
+		ad.Do(func(b []byte) error {
+			switch len(b) {
+			case 8:
+				*fields[t] = nlenc.Uint64(b)
+			case 4:
+				*fields[t] = uint64(nlenc.Uint32(b))
+			default:
+				return fmt.Errorf("counter %d of %d bytes", t, len(b))
+			}
+			return nil
+		})
 	}
-	return s, nil
+	return ad.Err()
 }
 
-func decodeDaemon(as []netlink.Attribute) ipvsadm.Daemon {
-	var d ipvsadm.Daemon
-	for _, a := range as {
-		switch a.Type & nlaTypeMask {
+func decodeDaemon(ad *netlink.AttributeDecoder) (ipvstable.Daemon, error) {
+	var d ipvstable.Daemon
+	for ad.Next() {
+		switch ad.Type() {
 		case daemonAttrState:
-			d.State = u32(a.Data)
+			d.State = ad.Uint32()
 		case daemonAttrMcastIfn:
-			d.MCastIfn = cString(a.Data)
+			d.MCastIfn = ad.String()
 		case daemonAttrSyncID:
-			d.SyncID = u32(a.Data)
+			d.SyncID = ad.Uint32()
 		case daemonAttrSyncMaxLen:
-			d.SyncMaxLen = uint32(u16(a.Data))
+			d.SyncMaxLen = uint32(ad.Uint16())
 		case daemonAttrMcastGroup:
-			if len(a.Data) >= 4 {
-				d.MCastGroup = netip.AddrFrom4([4]byte(a.Data[:4]))
+			if b := ad.Bytes(); len(b) >= 4 {
+				d.MCastGroup = netip.AddrFrom4([4]byte(b[:4]))
 			}
 		case daemonAttrMcastGrp6:
-			if len(a.Data) >= 16 && !d.MCastGroup.IsValid() {
-				d.MCastGroup = netip.AddrFrom16([16]byte(a.Data[:16]))
+			if b := ad.Bytes(); len(b) >= 16 && !d.MCastGroup.IsValid() {
+				d.MCastGroup = netip.AddrFrom16([16]byte(b[:16]))
 			}
 		case daemonAttrMcastPort:
-			d.MCastPort = u16(a.Data)
+			d.MCastPort = ad.Uint16()
 		case daemonAttrMcastTTL:
-			if len(a.Data) > 0 {
-				d.MCastTTL = a.Data[0]
-			}
+			d.MCastTTL = ad.Uint8()
 		}
 	}
-	return d
+	if err := ad.Err(); err != nil {
+		return d, fmt.Errorf("decode sync daemon: %w", err)
+	}
+	return d, nil
 }
 
 // encodeServiceKey names a service in a request, as the kernel expects it:
-// family plus mark, or family, protocol, address and port.
-func encodeServiceKey(s *ipvsadm.Service) ([]byte, error) {
-	inner := netlink.NewAttributeEncoder()
-	inner.Uint16(svcAttrAF, s.AF)
-	if s.FWMark != 0 {
-		inner.Uint32(svcAttrFWMark, s.FWMark)
-	} else {
+// family plus mark, or family, protocol, address and port, nested in
+// IPVS_CMD_ATTR_SERVICE (the encoder sets NLA_F_NESTED, which strict
+// kernels validate).
+func encodeServiceKey(s *ipvstable.Service) ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(cmdAttrService, func(inner *netlink.AttributeEncoder) error {
+		inner.Uint16(svcAttrAF, s.AF)
+		if s.FWMark != 0 {
+			inner.Uint32(svcAttrFWMark, s.FWMark)
+			return nil
+		}
 		var addr [16]byte
 		if s.Addr.Is4() {
 			a4 := s.Addr.As4()
@@ -382,29 +368,24 @@ func encodeServiceKey(s *ipvsadm.Service) ([]byte, error) {
 		} else {
 			addr = s.Addr.As16()
 		}
-		inner.Uint16(svcAttrProtocol, s.Protocol)
+		inner.Uint16(svcAttrProtocol, uint16(s.Protocol))
 		inner.Bytes(svcAttrAddr, addr[:])
 		inner.Bytes(svcAttrPort, binary.BigEndian.AppendUint16(nil, s.Port))
-	}
-	innerBytes, err := inner.Encode()
+		return nil
+	})
+	b, err := ae.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("encode service key: %w", err)
 	}
-	outer := netlink.NewAttributeEncoder()
-	outer.Bytes(cmdAttrService|unixNLAFNested, innerBytes)
-	return outer.Encode()
+	return b, nil
 }
-
-// unixNLAFNested marks a nested attribute (NLA_F_NESTED), which strict
-// kernels validate.
-const unixNLAFNested = 0x8000
 
 // decodeAddr reads union nf_inet_addr: four bytes for IPv4, sixteen for IPv6.
 func decodeAddr(af uint16, b []byte) netip.Addr {
 	switch {
-	case af == ipvsadm.AFInet6 && len(b) >= 16:
+	case af == ipvstable.AFInet6 && len(b) >= 16:
 		return netip.AddrFrom16([16]byte(b[:16]))
-	case af == ipvsadm.AFInet && len(b) >= 4:
+	case af == ipvstable.AFInet && len(b) >= 4:
 		return netip.AddrFrom4([4]byte(b[:4]))
 	}
 	return netip.Addr{}
@@ -414,38 +395,23 @@ func decodeAddr(af uint16, b []byte) netip.Addr {
 // IPv6 it keeps a prefix length as a host-order number.
 func decodeNetmask(af uint16, b []byte) uint32 {
 	if len(b) < 4 {
-		return ipvsadm.DefaultNetmask(af)
+		return ipvstable.DefaultNetmask(af)
 	}
-	if af == ipvsadm.AFInet6 {
+	if af == ipvstable.AFInet6 {
 		return nlenc.Uint32(b)
 	}
 	return binary.BigEndian.Uint32(b)
 }
 
-func u16(b []byte) uint16 {
-	if len(b) < 2 {
-		return 0
-	}
-	return nlenc.Uint16(b[:2])
-}
-
-func u32(b []byte) uint32 {
-	if len(b) < 4 {
-		return 0
-	}
-	return nlenc.Uint32(b[:4])
-}
-
-func be16(b []byte) uint16 {
-	if len(b) < 2 {
-		return 0
-	}
-	return binary.BigEndian.Uint16(b)
-}
-
-func nativeUint16(b []byte) uint16 { return u16(b) }
-
-func cString(b []byte) string {
-	s, _, _ := strings.Cut(string(b), "\x00")
-	return s
+// be16 reads a port, which the kernel sends in network order.
+func be16(ad *netlink.AttributeDecoder) uint16 {
+	var v uint16
+	ad.Do(func(b []byte) error {
+		if len(b) != 2 {
+			return fmt.Errorf("attribute %d is not a 16-bit port; length: %d", ad.Type(), len(b))
+		}
+		v = binary.BigEndian.Uint16(b)
+		return nil
+	})
+	return v
 }
