@@ -210,22 +210,10 @@ func protocolName(proto model.Protocol) string {
 	return "?"
 }
 
-// serviceRule is the -A line of the save format.
+// serviceRule is the -A line of the save format, model's rule syntax.
 func (p *printer) serviceRule(se *ipvstable.Service, name string) {
-	p.printf("-A %s -s %s", name, se.Scheduler)
-	if se.Flags&model.FlagPersistent != 0 {
-		p.printf(" -p %d", se.Timeout)
-		p.printf("%s", netmaskSuffix(se, " -M "))
-	}
-	if se.PEName != "" {
-		p.printf(" --pe %s", se.PEName)
-	}
-	if se.Flags&model.FlagOnePacket != 0 {
-		p.printf(" -o")
-	}
-	if se.Flags&(model.FlagSchedSH1|model.FlagSchedSH2|model.FlagSched3) != 0 {
-		p.printf(" -b %s", schedFlags(se))
-	}
+	rule := model.ServiceRule{Scheduler: se.Scheduler, Flags: se.Flags, Timeout: se.Timeout, Mask: netmask(se), PE: se.PEName}
+	p.printf("-A %s %s", name, rule)
 }
 
 // serviceLine is the service line of the default, --thresholds and
@@ -233,11 +221,13 @@ func (p *printer) serviceRule(se *ipvstable.Service, name string) {
 func (p *printer) serviceLine(se *ipvstable.Service, name string) {
 	p.printf("%s %s", name, se.Scheduler)
 	if se.Flags&(model.FlagSchedSH1|model.FlagSchedSH2|model.FlagSched3) != 0 {
-		p.printf(" (%s)", schedFlags(se))
+		p.printf(" (%s)", se.Flags.SchedNames(se.Scheduler))
 	}
 	if se.Flags&model.FlagPersistent != 0 {
 		p.printf(" persistent %d", se.Timeout)
-		p.printf("%s", netmaskSuffix(se, " mask "))
+		if m := netmask(se); m != "" {
+			p.printf(" mask %s", m)
+		}
 		if se.PEName != "" {
 			p.printf(" pe %s", se.PEName)
 		}
@@ -247,42 +237,21 @@ func (p *printer) serviceLine(se *ipvstable.Service, name string) {
 	}
 }
 
-// netmaskSuffix prints a non-default persistence netmask: dotted for IPv4,
-// a prefix length for IPv6.
-func netmaskSuffix(se *ipvstable.Service, label string) string {
+// netmask prints a non-default persistence netmask: dotted for IPv4, a
+// prefix length for IPv6; "" for the default.
+func netmask(se *ipvstable.Service) string {
 	switch se.AF {
 	case ipvstable.AFInet:
 		if se.Netmask != 0xffffffff {
 			m := se.Netmask
-			return fmt.Sprintf("%s%d.%d.%d.%d", label, m>>24, (m>>16)&0xff, (m>>8)&0xff, m&0xff)
+			return fmt.Sprintf("%d.%d.%d.%d", m>>24, (m>>16)&0xff, (m>>8)&0xff, m&0xff)
 		}
 	case ipvstable.AFInet6:
 		if se.Netmask != 128 {
-			return fmt.Sprintf("%s%d", label, int32(se.Netmask))
+			return fmt.Sprintf("%d", int32(se.Netmask))
 		}
 	}
 	return ""
-}
-
-// schedFlags names the scheduler flags the way the service's scheduler
-// knows them (print_sched_flags).
-func schedFlags(se *ipvstable.Service) string {
-	var names []string
-	add := func(flag model.Flags, name string) {
-		if se.Flags&flag != 0 {
-			names = append(names, name)
-		}
-	}
-	switch se.Scheduler {
-	case "sh", "mh":
-		add(model.FlagSchedSH1, se.Scheduler+"-fallback")
-		add(model.FlagSchedSH2, se.Scheduler+"-port")
-	default:
-		add(model.FlagSchedSH1, "flag-1")
-		add(model.FlagSchedSH2, "flag-2")
-		add(model.FlagSched3, "flag-3")
-	}
-	return strings.Join(names, ",")
 }
 
 // dest prints one destination line in the chosen format.
@@ -343,9 +312,10 @@ func tunFlag(list [3]string, f uint16) string {
 	return "?"
 }
 
-// destRule is the -a line of the save format.
+// destRule is the -a line of the save format: model's rule syntax, then
+// the tunnel's options.
 func (p *printer) destRule(svcName, dname string, e *ipvstable.Dest) {
-	p.printf("-a %s -r %s %s -w %d", svcName, dname, fwdSwitch(e.Forward), e.Weight)
+	p.printf("-a %s %s", svcName, model.RealRule{Addr: dname, Forward: e.Forward, Weight: int(e.Weight)})
 	if e.Forward == model.Tunnel {
 		switch e.TunType {
 		case ipvstable.TunGRE:
@@ -369,16 +339,6 @@ func fwdName(f model.Forwarding) string {
 		return "Tunnel"
 	case model.Route:
 		return "Route"
-	}
-	return fwdUnknown
-}
-
-// fwdSwitch is the forwarding method's option, model's for the methods
-// ipvsadm names, and ipvsadm's NULL name for the others.
-func fwdSwitch(f model.Forwarding) string {
-	switch f {
-	case model.Masq, model.Tunnel, model.Local, model.Route:
-		return f.Flag()
 	}
 	return fwdUnknown
 }

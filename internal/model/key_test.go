@@ -13,7 +13,7 @@ func TestKeyAndServerText(t *testing.T) {
 		{v6.String(), "-u [fd00::1]:53"},
 		{NewVSKey(SCTP, netip.MustParseAddr("10.0.0.1"), 9).String(), "--sctp-service 10.0.0.1:9"},
 		{VSKey{FWMark: 7}.String(), "-f 7"},
-		{VirtualServer{Key: v6, Scheduler: "sh", Flags: FlagPersistent | FlagSchedSH1 | FlagSchedSH2, Timeout: 60}.String(), "-u [fd00::1]:53 -s sh -b sh-fallback,sh-port -p 60"},
+		{VirtualServer{Key: v6, Scheduler: "sh", Flags: FlagPersistent | FlagSchedSH1 | FlagSchedSH2, Timeout: 60}.String(), "-u [fd00::1]:53 -s sh -p 60 -b sh-fallback,sh-port"},
 		{VirtualServer{Key: v6, Scheduler: "mh", Flags: FlagSchedSH2}.String(), "-u [fd00::1]:53 -s mh -b mh-port"},
 		{RealServer{Addr: netip.MustParseAddrPort("[fd00::2]:53"), Weight: 0}.String(), "-r [fd00::2]:53 -m -w 0"},
 	} {

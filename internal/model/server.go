@@ -1,10 +1,6 @@
 package model
 
-import (
-	"fmt"
-	"net/netip"
-	"strings"
-)
+import "net/netip"
 
 // Flags are the IPVS service flags as the kernel stores them. IPVS has no
 // named constants in moby/ipvs; these values are from the kernel's
@@ -39,40 +35,10 @@ func (v VirtualServer) Equal(o VirtualServer) bool {
 		v.Flags&ConfigFlags == o.Flags&ConfigFlags && v.Timeout == o.Timeout
 }
 
-// String renders the service as an ipvsadm add line's options:
-// "-t 10.0.0.1:80 -s rr -p 10800".
+// String renders the service as an ipvsadm add line's options, in the order
+// `ipvsadm -S` prints them (see ServiceRule): "-t 10.0.0.1:80 -s rr -p 10800".
 func (v VirtualServer) String() string {
-	var b strings.Builder
-	b.WriteString(v.Key.String())
-	b.WriteString(" -s ")
-	b.WriteString(v.Scheduler)
-	if f := v.schedFlagNames(); f != "" {
-		b.WriteString(" -b ")
-		b.WriteString(f)
-	}
-	if v.Flags&FlagPersistent != 0 {
-		fmt.Fprintf(&b, " -p %d", v.Timeout)
-	}
-	if v.Flags&FlagOnePacket != 0 {
-		b.WriteString(" -o")
-	}
-	return b.String()
-}
-
-// schedFlagNames prints the scheduler flags as ipvsadm's -b takes them.
-func (v VirtualServer) schedFlagNames() string {
-	var names []string
-	prefix := "sh"
-	if v.Scheduler == "mh" {
-		prefix = "mh"
-	}
-	if v.Flags&FlagSchedSH1 != 0 {
-		names = append(names, prefix+"-fallback")
-	}
-	if v.Flags&FlagSchedSH2 != 0 {
-		names = append(names, prefix+"-port")
-	}
-	return strings.Join(names, ",")
+	return v.Key.String() + " " + ServiceRule{Scheduler: v.Scheduler, Flags: v.Flags, Timeout: v.Timeout}.String()
 }
 
 // Forwarding is how IPVS forwards to a real server. kube-ipvs uses masquerade
@@ -88,7 +54,9 @@ const (
 	Bypass Forwarding = 4
 )
 
-// Flag is the ipvsadm option for the forwarding method.
+// Flag is the ipvsadm option for the forwarding method. A method ipvsadm
+// has no option for (bypass, or bits no kernel defines) prints as ipvsadm -S
+// prints it: "(null)", glibc's text for the NULL name ipvsadm passes.
 func (f Forwarding) Flag() string {
 	switch f {
 	case Masq:
@@ -98,7 +66,7 @@ func (f Forwarding) Flag() string {
 	case Route, Local:
 		return "-g"
 	}
-	return fmt.Sprintf("--fwd=%d", uint32(f))
+	return "(null)"
 }
 
 // RealServer is one destination of a virtual server.
@@ -108,9 +76,9 @@ type RealServer struct {
 	Forward Forwarding
 }
 
-// String renders "-r 10.1.0.5:8080 -m -w 1".
+// String renders "-r 10.1.0.5:8080 -m -w 1" (see RealRule).
 func (r RealServer) String() string {
-	return fmt.Sprintf("-r %s %s -w %d", r.Addr, r.Forward.Flag(), r.Weight)
+	return RealRule{Addr: r.Addr.String(), Forward: r.Forward, Weight: r.Weight}.String()
 }
 
 // Conns are a real server's connection counters as the kernel reports them;

@@ -646,7 +646,7 @@ func TestOptions(t *testing.T) {
 		name: "ClientIP affinity with its timeout, and sh flags",
 		svc:  service(affinityOpt(60), sched("sh"), flags("sh-port")),
 		want: `
-			-A -t 10.96.0.10:80 -s sh -b sh-port -p 60
+			-A -t 10.96.0.10:80 -s sh -p 60 -b sh-port
 			addr 10.96.0.10`,
 	}})
 }
