@@ -39,29 +39,32 @@ type Call struct {
 type Fake struct {
 	mu sync.Mutex
 
+	// IPVS (ipvs.go): the table, every real server's counters, timeouts.
 	services map[model.VSKey]*model.Service
 	conns    map[dataplane.RealRef]model.Conns
-	link     bool
-	addrs    map[netip.Addr]struct{}
-	sysctls  map[string]string
 	timeouts dataplane.Timeouts
-	// conntrack counts live entries per (proto, real); flushes lists every
-	// FlushConntrack call in order.
-	conntrack map[ConntrackKey]int
-	flushes   []ConntrackKey
-	closed    bool
 
-	// The shim: the sets that exist with their members, the config the
-	// rules were last written for (nil: no rules), how many times rules
-	// were written, and kube-proxy's leftovers.
+	// Link (link.go): whether it exists, its addresses, what Init set.
+	link    bool
+	addrs   map[netip.Addr]struct{}
+	sysctls map[string]string
+
+	// Netfilter (shim.go): the sets that exist with their members, the
+	// config the rules were last written for (nil: no rules), how many
+	// times rules were written, and kube-proxy's leftovers.
 	sets          map[string]map[model.SetEntry]struct{}
 	shimCfg       *shim.Config
 	ruleWrites    int
 	kubeProxyLeft bool
-	// conntrackDest counts live entries per (proto, original destination).
+
+	// Conntrack (conntrack.go): live entries per (proto, real) and per
+	// (proto, original destination), and every flush call in order.
+	conntrack     map[ConntrackKey]int
+	flushes       []ConntrackKey
 	conntrackDest map[ConntrackKey]int
 	flushesDest   []ConntrackKey
 
+	closed     bool
 	calls      map[string]int
 	log        []Call
 	failNext   map[string][]error
