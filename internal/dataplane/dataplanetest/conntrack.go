@@ -12,7 +12,7 @@ import (
 // conntrackTests are the contract of dataplane.Conntrack that holds on any
 // kernel; deleting real entries is checked with a conntrack client
 // (linux/kernel_test.go) and with the fake's planted entries.
-var conntrackTests = []contractTest{
+var conntrackTests = []contractTest[dataplane.Dataplane]{
 	{"FlushConntrackNothing", testFlushConntrackNothing},
 }
 

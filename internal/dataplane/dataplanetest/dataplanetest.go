@@ -31,7 +31,7 @@ type Factory func(t *testing.T) dataplane.Dataplane
 func Run(t *testing.T, newDP Factory) {
 	groups := []struct {
 		name  string
-		tests []contractTest
+		tests []contractTest[dataplane.Dataplane]
 	}{
 		{"IPVS", ipvsTests},
 		{"Link", linkTests},
@@ -39,11 +39,7 @@ func Run(t *testing.T, newDP Factory) {
 		{"Observe", observeTests},
 	}
 	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
-			for _, tc := range g.tests {
-				t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDP(t)) })
-			}
-		})
+		t.Run(g.name, func(t *testing.T) { runTests(t, g.tests, newDP) })
 	}
 	// A Dataplane is a Netfilter: the shim's contract runs on it as it is.
 	t.Run("Netfilter", func(t *testing.T) {
@@ -51,14 +47,22 @@ func Run(t *testing.T, newDP Factory) {
 	})
 }
 
-// contractTest is one subtest of a part.
-type contractTest struct {
+// contractTest is one subtest of a part, run on a fresh P: the whole
+// Dataplane, or the part alone (Netfilter).
+type contractTest[P any] struct {
 	name string
-	fn   func(t *testing.T, dp dataplane.Dataplane)
+	fn   func(t *testing.T, p P)
+}
+
+// runTests runs each test on a fresh P from fresh.
+func runTests[P any](t *testing.T, tests []contractTest[P], fresh func(t *testing.T) P) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, fresh(t)) })
+	}
 }
 
 // observeTests are about the one read that spans every part.
-var observeTests = []contractTest{
+var observeTests = []contractTest[dataplane.Dataplane]{
 	{"EverythingAtOnce", testObserveEverything},
 	{"CanceledContext", testCanceledContext},
 }

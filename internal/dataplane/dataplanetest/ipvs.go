@@ -11,7 +11,7 @@ import (
 )
 
 // ipvsTests are the contract of dataplane.IPVS.
-var ipvsTests = []contractTest{
+var ipvsTests = []contractTest[dataplane.Dataplane]{
 	{"ServiceRoundTrip", testServiceRoundTrip},
 	{"UpdateService", testUpdateService},
 	{"AddExistingService", testAddExistingService},

@@ -8,7 +8,7 @@ import (
 )
 
 // linkTests are the contract of dataplane.Link.
-var linkTests = []contractTest{
+var linkTests = []contractTest[dataplane.Dataplane]{
 	{"Addresses", testAddresses},
 	{"AddressesNeedLink", testAddressesNeedLink},
 	{"InitIdempotent", testInitIdempotent},

@@ -20,21 +20,16 @@ type NetfilterFactory func(t *testing.T) dataplane.Netfilter
 // RunNetfilter runs the contract of dataplane.Netfilter, each subtest on a
 // fresh one.
 func RunNetfilter(t *testing.T, newNF NetfilterFactory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, nf dataplane.Netfilter)
-	}{
-		{"SetsNeedEnsure", testSetsNeedEnsure},
-		{"SetMembers", testSetMembers},
-		{"EnsureKeepsMembers", testEnsureKeepsMembers},
-		{"DeleteShim", testDeleteShim},
-		{"SetMemberMustFit", testSetMemberMustFit},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, newNF(t))
-		})
-	}
+	runTests(t, netfilterTests, newNF)
+}
+
+// netfilterTests are the contract of dataplane.Netfilter.
+var netfilterTests = []contractTest[dataplane.Netfilter]{
+	{"SetsNeedEnsure", testSetsNeedEnsure},
+	{"SetMembers", testSetMembers},
+	{"EnsureKeepsMembers", testEnsureKeepsMembers},
+	{"DeleteShim", testDeleteShim},
+	{"SetMemberMustFit", testSetMemberMustFit},
 }
 
 var dualStack = shim.Config{IPv4: true, IPv6: true}
