@@ -103,15 +103,10 @@ func parseServices(r io.Reader) map[servKey]string {
 
 // protoName is the protocol as services(5) spells it.
 func protoName(proto model.Protocol) string {
-	switch proto {
-	case model.TCP:
-		return "tcp"
-	case model.UDP:
-		return "udp"
-	case model.SCTP:
-		return "sctp"
+	if !balanced(proto) {
+		return ""
 	}
-	return ""
+	return strings.ToLower(proto.String())
 }
 
 func (s *SystemNames) Host(addr netip.Addr) string {

@@ -186,28 +186,25 @@ func (p *printer) serviceName(se *ipvstable.Service) string {
 	return name
 }
 
+// serviceOption and protocolName are model's texts for the protocols IPVS
+// balances; for any other, ipvsadm prints placeholders of its own.
 func serviceOption(proto model.Protocol) string {
-	switch proto {
-	case model.TCP:
-		return "-t"
-	case model.UDP:
-		return "-u"
-	case model.SCTP:
-		return "--sctp-service"
+	if !balanced(proto) {
+		return "--xxx-service"
 	}
-	return "--xxx-service"
+	return proto.Option()
 }
 
 func protocolName(proto model.Protocol) string {
-	switch proto {
-	case model.TCP:
-		return "TCP"
-	case model.UDP:
-		return "UDP"
-	case model.SCTP:
-		return "SCTP"
+	if !balanced(proto) {
+		return "?"
 	}
-	return "?"
+	return proto.String()
+}
+
+// balanced tells the protocols IPVS balances, the ones ipvsadm names.
+func balanced(proto model.Protocol) bool {
+	return proto == model.TCP || proto == model.UDP || proto == model.SCTP
 }
 
 // serviceRule is the -A line of the save format, model's rule syntax.

@@ -29,8 +29,9 @@ func (p Protocol) String() string {
 	return fmt.Sprintf("proto(%d)", uint16(p))
 }
 
-// flag is the ipvsadm command-line flag that selects a service of this protocol.
-func (p Protocol) flag() string {
+// Option is the ipvsadm command-line option that names a service of this
+// protocol.
+func (p Protocol) Option() string {
 	switch p {
 	case TCP:
 		return "-t"
@@ -82,7 +83,7 @@ func (k VSKey) String() string {
 	if k.FWMark != 0 {
 		return fmt.Sprintf("-f %d", k.FWMark)
 	}
-	return k.Proto.flag() + " " + k.AddrPort().String()
+	return k.Proto.Option() + " " + k.AddrPort().String()
 }
 
 // Compare orders keys the way listings sort them: mark, address, protocol,
