@@ -223,7 +223,18 @@ func decodeDest(ad *netlink.AttributeDecoder, svcAF uint16) (ipvstable.Dest, err
 	d := ipvstable.Dest{AF: svcAF}
 	var rawAddr []byte
 	var stats statsPick
+	counters := map[uint16]*uint32{
+		destAttrUThresh:      &d.UThreshold,
+		destAttrLThresh:      &d.LThreshold,
+		destAttrActiveConns:  &d.ActiveConns,
+		destAttrInactConns:   &d.InactConns,
+		destAttrPersistConns: &d.PersistConns,
+	}
 	for ad.Next() {
+		if f, ok := counters[ad.Type()]; ok {
+			*f = ad.Uint32()
+			continue
+		}
 		switch ad.Type() {
 		case destAttrAddr:
 			rawAddr = ad.Bytes()
@@ -233,16 +244,6 @@ func decodeDest(ad *netlink.AttributeDecoder, svcAF uint16) (ipvstable.Dest, err
 			d.Forward = model.Forwarding(ad.Uint32() & fwdMask)
 		case destAttrWeight:
 			d.Weight = int32(ad.Uint32())
-		case destAttrUThresh:
-			d.UThreshold = ad.Uint32()
-		case destAttrLThresh:
-			d.LThreshold = ad.Uint32()
-		case destAttrActiveConns:
-			d.ActiveConns = ad.Uint32()
-		case destAttrInactConns:
-			d.InactConns = ad.Uint32()
-		case destAttrPersistConns:
-			d.PersistConns = ad.Uint32()
 		case destAttrStats, destAttrStats64:
 			stats.decode(ad, ad.Type() == destAttrStats64)
 		case destAttrAddrFamily:
