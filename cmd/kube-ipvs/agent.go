@@ -53,7 +53,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: shim.Backend(c.IptablesBackend)})
+	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: c.IptablesBackend})
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}
@@ -169,15 +169,14 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 			Scheduler:         c.Scheduler,
 			NodePortAddresses: c.NodePortAddresses,
 			HostAddrs:         hostAddrs(log),
-			IPv4:              c.IPv4,
-			IPv6:              c.IPv6,
+			Families:          c.Families,
 			ServiceProxyName:  c.ServiceProxyName,
 			DrainTimeout:      c.DrainTimeout,
 		},
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,
 		Timeouts:      dataplane.Timeouts{TCP: c.TCPTimeout, TCPFin: c.TCPFinTimeout, UDP: c.UDPTimeout},
-		Shim:          shim.Config{MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs},
+		Shim:          shim.Config{Families: c.Families, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs},
 		DryRun:        c.DryRun,
 		Out:           out,
 		Log:           log,

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // agentFlags binds the agent's flags to a config. Names follow kube-proxy's
@@ -21,7 +22,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "this node's name (default: $NODE_NAME, else the hostname)")
 	fs.StringVar(&c.ServiceProxyName, "service-proxy-name", c.ServiceProxyName, "serve only objects whose service.kubernetes.io/service-proxy-name label has this value (default: only unlabelled ones)")
-	fs.StringVar(&c.Scheduler, "scheduler", c.Scheduler, "IPVS scheduler ("+strings.Join(config.Schedulers, " ")+"); per Service: annotation kube-ipvs.io/scheduler")
+	fs.StringVar((*string)(&c.Scheduler), "scheduler", string(c.Scheduler), "IPVS scheduler ("+model.SchedulerList()+"); per Service: annotation kube-ipvs.io/scheduler")
 	listVar(fs, "nodeport-addresses", &c.NodePortAddresses, "comma-separated CIDRs of node addresses NodePorts listen on, or \"primary\" (the Node's InternalIPs)")
 	ownershipFlags(fs, c)
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
@@ -41,7 +42,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 		return err
 	})
 	fs.BoolVar(&c.StrictARP, "strict-arp", c.StrictARP, "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
-	fs.StringVar(&c.IptablesBackend, "iptables-backend", c.IptablesBackend, "nft or legacy (default: the one holding more rules on this node)")
+	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")
 	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz, Prometheus /metrics and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
 }
@@ -51,7 +52,7 @@ func agentFlags(fs *flag.FlagSet, c *config.Config) {
 // agent leaves alone.
 func ownershipFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.Func("nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)", func(s string) error {
-		r, err := config.ParsePortRange(s)
+		r, err := model.ParsePortRange(s)
 		c.NodePortRange = r
 		return err
 	})

@@ -1,5 +1,6 @@
 // Package config holds the agent's configuration, its defaults and its
-// validation. Pure: flags are parsed in cmd/, checked here.
+// validation. Pure: flags are parsed in cmd/, checked here; the types and
+// rules of each setting belong to the package that owns the concept.
 package config
 
 import (
@@ -10,15 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
-
-// Schedulers are the IPVS schedulers a mainline kernel ships (ip_vs_*.ko).
-var Schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh", "fo", "ovf", "twos"}
-
-// NodePortPrimary selects the Node object's InternalIP addresses as the
-// NodePort addresses (the default, as in kube-proxy since v1.31).
-const NodePortPrimary = "primary"
 
 // Config is everything the agent is told at start.
 type Config struct {
@@ -28,11 +24,11 @@ type Config struct {
 	HostnameOverride string // resolved node name; see cmd
 	ServiceProxyName string
 
-	Scheduler         string
-	NodePortAddresses []string // CIDRs or "primary"
-	NodePortRange     PortRange
+	Scheduler         model.Scheduler
+	NodePortAddresses []string // CIDRs or translate.NodePortPrimary
+	NodePortRange     model.PortRange
 	ExcludeCIDRs      []netip.Prefix
-	IPv4, IPv6        bool
+	model.Families
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
@@ -44,7 +40,7 @@ type Config struct {
 	MasqueradeAll   bool
 	ClusterCIDRs    []netip.Prefix // at most one per family
 	StrictARP       bool
-	IptablesBackend string // "nft", "legacy" or "" (detect)
+	IptablesBackend shim.Backend
 
 	Once   bool
 	DryRun bool
@@ -57,23 +53,6 @@ type Config struct {
 	LogFormat string
 }
 
-// PortRange is an inclusive range of ports.
-type PortRange struct{ First, Last uint16 }
-
-// Contains tells whether p is in the range.
-func (r PortRange) Contains(p uint16) bool { return p >= r.First && p <= r.Last }
-
-func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
-
-// ParsePortRange reads "30000-32767".
-func ParsePortRange(s string) (PortRange, error) {
-	var r PortRange
-	if _, err := fmt.Sscanf(s, "%d-%d", &r.First, &r.Last); err != nil || r.First == 0 || r.First > r.Last {
-		return PortRange{}, fmt.Errorf("want FIRST-LAST with 0 < FIRST <= LAST <= 65535, got %q", s)
-	}
-	return r, nil
-}
-
 // DefaultDebugAddress is loopback only: the debug views are for the node's
 // own operator, not the network.
 const DefaultDebugAddress = "127.0.0.1:10247"
@@ -81,11 +60,10 @@ const DefaultDebugAddress = "127.0.0.1:10247"
 // Default returns the configuration a flagless agent runs with.
 func Default() Config {
 	return Config{
-		Scheduler:         "rr",
-		NodePortAddresses: []string{NodePortPrimary},
-		NodePortRange:     PortRange{30000, 32767},
-		IPv4:              true,
-		IPv6:              true,
+		Scheduler:         model.SchedRR,
+		NodePortAddresses: []string{translate.NodePortPrimary},
+		NodePortRange:     model.PortRange{First: 30000, Last: 32767},
+		Families:          model.Families{IPv4: true, IPv6: true},
 		SyncPeriod:        30 * time.Second,
 		MinSyncPeriod:     time.Second,
 		DrainTimeout:      2 * time.Minute,
@@ -95,27 +73,21 @@ func Default() Config {
 	}
 }
 
-// ValidScheduler tells whether name is a kernel IPVS scheduler.
-func ValidScheduler(name string) bool { return slices.Contains(Schedulers, name) }
-
 // Validate checks every field and names the flag of each problem.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	if !ValidScheduler(c.Scheduler) {
-		bad("scheduler", "unknown scheduler %q (want one of %s)", c.Scheduler, strings.Join(Schedulers, " "))
+	if err := c.Scheduler.Validate(); err != nil {
+		bad("scheduler", "%v", err)
 	}
 	if c.Kubeconfig != "" && c.ManifestsDir != "" {
 		bad("manifests", "cannot be combined with --kubeconfig")
 	}
 	for _, a := range c.NodePortAddresses {
-		if a == NodePortPrimary {
-			continue
-		}
-		if _, err := netip.ParsePrefix(a); err != nil {
-			bad("nodeport-addresses", "%q is neither %q nor a CIDR", a, NodePortPrimary)
+		if err := translate.CheckNodePortAddress(a); err != nil {
+			bad("nodeport-addresses", "%v", err)
 		}
 	}
 	if c.SyncPeriod <= 0 {
@@ -135,8 +107,8 @@ func (c Config) Validate() error {
 	if err := shim.CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
 		bad("cluster-cidr", "%v", err)
 	}
-	if c.IptablesBackend != "" && c.IptablesBackend != "nft" && c.IptablesBackend != "legacy" {
-		bad("iptables-backend", "want nft or legacy (or leave it out to detect), got %q", c.IptablesBackend)
+	if err := c.IptablesBackend.Validate(); err != nil {
+		bad("iptables-backend", "%v", err)
 	}
 	if c.DebugAddress != "" {
 		if _, err := netip.ParseAddrPort(c.DebugAddress); err != nil {

@@ -209,7 +209,7 @@ func balanced(proto model.Protocol) bool {
 
 // serviceRule is the -A line of the save format, model's rule syntax.
 func (p *printer) serviceRule(se *ipvstable.Service, name string) {
-	rule := model.ServiceRule{Scheduler: se.Scheduler, Flags: se.Flags, Timeout: se.Timeout, Mask: netmask(se), PE: se.PEName}
+	rule := model.ServiceRule{Scheduler: model.Scheduler(se.Scheduler), Flags: se.Flags, Timeout: se.Timeout, Mask: netmask(se), PE: se.PEName}
 	p.printf("-A %s %s", name, rule)
 }
 
@@ -218,7 +218,7 @@ func (p *printer) serviceRule(se *ipvstable.Service, name string) {
 func (p *printer) serviceLine(se *ipvstable.Service, name string) {
 	p.printf("%s %s", name, se.Scheduler)
 	if se.Flags&(model.FlagSchedSH1|model.FlagSchedSH2|model.FlagSched3) != 0 {
-		p.printf(" (%s)", se.Flags.SchedNames(se.Scheduler))
+		p.printf(" (%s)", se.Flags.SchedNames(model.Scheduler(se.Scheduler)))
 	}
 	if se.Flags&model.FlagPersistent != 0 {
 		p.printf(" persistent %d", se.Timeout)

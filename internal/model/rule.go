@@ -16,7 +16,7 @@ import (
 // they cannot disagree. Mask and PE are what only a kernel dump knows (the
 // agent sets neither); empty leaves them out.
 type ServiceRule struct {
-	Scheduler string
+	Scheduler Scheduler
 	Flags     Flags
 	Timeout   uint32 // printed only with FlagPersistent
 	Mask      string // a non-default persistence netmask, as ipvsadm prints it
@@ -25,7 +25,7 @@ type ServiceRule struct {
 
 func (r ServiceRule) String() string {
 	var b strings.Builder
-	b.WriteString("-s " + r.Scheduler)
+	b.WriteString("-s " + string(r.Scheduler))
 	if r.Flags&FlagPersistent != 0 {
 		fmt.Fprintf(&b, " -p %d", r.Timeout)
 		if r.Mask != "" {
@@ -50,18 +50,17 @@ func (r ServiceRule) String() string {
 // scheduler sched (its -b option, and the "(...)" of its listing): sh and mh
 // name the two bits they read after themselves, any other scheduler gets
 // flag-1, flag-2 and flag-3.
-func (f Flags) SchedNames(sched string) string {
+func (f Flags) SchedNames(sched Scheduler) string {
 	var names []string
 	add := func(flag Flags, name string) {
 		if f&flag != 0 {
 			names = append(names, name)
 		}
 	}
-	switch sched {
-	case "sh", "mh":
-		add(FlagSchedSH1, sched+"-fallback")
-		add(FlagSchedSH2, sched+"-port")
-	default:
+	if sched.HashFlags() {
+		add(FlagSchedSH1, string(sched)+"-fallback")
+		add(FlagSchedSH2, string(sched)+"-port")
+	} else {
 		add(FlagSchedSH1, "flag-1")
 		add(FlagSchedSH2, "flag-2")
 		add(FlagSched3, "flag-3")

@@ -23,7 +23,7 @@ const ConfigFlags = FlagPersistent | FlagOnePacket | FlagSchedSH1 | FlagSchedSH2
 // VirtualServer is the configuration of one IPVS service.
 type VirtualServer struct {
 	Key       VSKey
-	Scheduler string
+	Scheduler Scheduler
 	Flags     Flags
 	// Timeout is the persistence timeout in seconds (only with FlagPersistent).
 	Timeout uint32

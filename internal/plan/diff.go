@@ -111,10 +111,10 @@ func Sort(ops []Op) {
 // added before the filter member that makes them count, and the filter
 // member is removed before its ranges.
 func entryRank(o Op) int {
-	switch {
-	case o.Kind == AddSetEntry && o.Entry.Set == shim.SetName(shim.SourceRanges, o.Entry.Addr.Is6()):
+	switch kind := shim.KindOf(o.Entry); {
+	case o.Kind == AddSetEntry && kind == shim.SourceRanges:
 		return 0
-	case o.Kind == DeleteSetEntry && o.Entry.Set == shim.SetName(shim.Firewall, o.Entry.Addr.Is6()):
+	case o.Kind == DeleteSetEntry && kind == shim.Firewall:
 		return 0
 	}
 	return 1

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
@@ -22,7 +21,7 @@ func rs(s string, w int) model.RealServer {
 	return model.RealServer{Addr: netip.MustParseAddrPort(s), Weight: w}
 }
 
-func svc(k model.VSKey, sched string, reals ...model.RealServer) *model.Service {
+func svc(k model.VSKey, sched model.Scheduler, reals ...model.RealServer) *model.Service {
 	s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
 	for _, r := range reals {
 		s.Reals[r.Addr] = r
@@ -41,14 +40,14 @@ func state(addrs []netip.Addr, svcs ...*model.Service) model.State {
 	return s
 }
 
+var testPolicy = OwnerPolicy{
+	NodePortRange: model.PortRange{First: 30000, Last: 32767},
+	Exclude:       []netip.Prefix{netip.MustParsePrefix("10.96.9.0/24")},
+	Families:      model.Families{IPv4: true, IPv6: true},
+}
+
 func testOwner(observed model.State) Owner {
-	return Owner{
-		LinkAddrs:     observed.Addrs,
-		NodeAddrs:     map[netip.Addr]struct{}{node1: {}},
-		NodePortRange: config.PortRange{First: 30000, Last: 32767},
-		Exclude:       []netip.Prefix{netip.MustParsePrefix("10.96.9.0/24")},
-		IPv4:          true, IPv6: true,
-	}
+	return NewOwner(observed, []netip.Addr{node1}, testPolicy)
 }
 
 func render(ops []Op) string {
@@ -129,8 +128,9 @@ ip addr del 10.96.0.2/32
 func TestDisabledFamilyNotPruned(t *testing.T) {
 	k6 := model.NewVSKey(model.TCP, vip6, 80)
 	observed := state([]netip.Addr{vip6}, svc(k6, "rr"))
-	owner := testOwner(observed)
-	owner.IPv6 = false
+	p := testPolicy
+	p.Families.IPv6 = false
+	owner := NewOwner(observed, []netip.Addr{node1}, p)
 	if ops := Diff(model.NewState(), observed, owner); len(ops) != 0 {
 		t.Fatalf("IPv6 disabled, yet planned:\n%s", render(ops))
 	}
@@ -196,4 +196,37 @@ ipset del KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,198.51.100.0/24
 			t.Errorf("steady state planned:\n%s", render(ops))
 		}
 	})
+}
+
+// TestNewOwner checks each way a virtual server becomes ours, all read from
+// the one observed state the owner is built from.
+func TestNewOwner(t *testing.T) {
+	unbound := netip.MustParseAddr("10.96.0.7")
+	observed := state([]netip.Addr{vip1})
+	observed.Sets[shim.Entry(shim.NoEndpoints, unbound, model.UDP, 53)] = struct{}{}
+	observed.Sets[shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(unbound, 80))] = struct{}{}
+	o := NewOwner(observed, []netip.Addr{node1}, testPolicy)
+	for _, tt := range []struct {
+		key  model.VSKey
+		want bool
+	}{
+		{model.NewVSKey(model.TCP, vip1, 80), true},                              // bound on our link
+		{model.NewVSKey(model.UDP, unbound, 53), true},                           // named by a frontend set
+		{model.NewVSKey(model.TCP, unbound, 80), false},                          // a hairpin member names no frontend
+		{model.NewVSKey(model.UDP, unbound, 54), false},                          // another port
+		{model.NewVSKey(model.TCP, node1, 30080), true},                          // node port in range
+		{model.NewVSKey(model.TCP, node1, 22), false},                            // node port out of range
+		{model.NewVSKey(model.TCP, ext, 443), false},                             // foreign
+		{model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.9.9"), 80), false}, // excluded
+		{model.VSKey{FWMark: 7}, false},
+	} {
+		if got := o.OwnsService(tt.key); got != tt.want {
+			t.Errorf("OwnsService(%s) = %v, want %v", tt.key, got, tt.want)
+		}
+	}
+	// A later read is a new owner: the old one keeps what it was built from.
+	later := state(nil)
+	if NewOwner(later, nil, testPolicy).OwnsService(model.NewVSKey(model.TCP, vip1, 80)) {
+		t.Error("an owner built from a state without the VIP owns its service")
+	}
 }

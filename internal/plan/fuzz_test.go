@@ -32,7 +32,7 @@ func genState(data []byte) model.State {
 		proto := []model.Protocol{model.TCP, model.UDP, model.SCTP}[int(b>>3)%3]
 		port := []uint16{80, 30080}[int(b>>5)%2]
 		k := model.NewVSKey(proto, addr, port)
-		v := svc(k, []string{"rr", "sh", "lc"}[int(next())%3])
+		v := svc(k, []model.Scheduler{"rr", "sh", "lc"}[int(next())%3])
 		if b&0x80 != 0 {
 			v.Flags, v.Timeout = model.FlagPersistent, 10800
 		}

@@ -3,30 +3,48 @@ package plan
 import (
 	"net/netip"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
-// Owner is the single predicate that decides what the agent may delete.
-// Anything it does not own (keepalived's services, addresses of other
-// tools) survives every sync, full or not.
-type Owner struct {
-	// LinkAddrs are the addresses bound on our link, as observed.
-	LinkAddrs map[netip.Addr]struct{}
-	// NodeAddrs are the node addresses NodePorts are served on.
-	NodeAddrs     map[netip.Addr]struct{}
-	NodePortRange config.PortRange
+// OwnerPolicy is what the flags say about ownership: the NodePort range,
+// the excluded CIDRs and the families the agent serves.
+type OwnerPolicy struct {
+	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
-	IPv4, IPv6    bool
-	// SetMembers are the members of our sets, as observed. A frontend
-	// listed there was made by us even when its VIP is not bound (its bind
-	// failed, then its Service went): without this it would be orphaned.
-	SetMembers map[model.SetEntry]struct{}
+	Families      model.Families
 }
 
-// frontendKinds are the sets whose members name a frontend.
-var frontendKinds = []string{shim.ClusterIP, shim.External, shim.NoEndpoints, shim.Firewall}
+// Owner is the single predicate that decides what the agent may delete.
+// Anything it does not own (keepalived's services, addresses of other
+// tools) survives every sync, full or not. Build it with NewOwner.
+type Owner struct {
+	policy OwnerPolicy
+	// linkAddrs are the addresses bound on our link, as observed.
+	linkAddrs map[netip.Addr]struct{}
+	// setMembers are the members of our sets, as observed. A frontend
+	// listed there was made by us even when its VIP is not bound (its bind
+	// failed, then its Service went): without this it would be orphaned.
+	setMembers map[model.SetEntry]struct{}
+	// nodeAddrs are the node addresses NodePorts are served on.
+	nodeAddrs map[netip.Addr]struct{}
+}
+
+// NewOwner builds the predicate from one observed state: its link
+// addresses and its set members are read together, so that they never come
+// from two different reads of the kernel.
+func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner {
+	o := Owner{
+		policy:     p,
+		linkAddrs:  observed.Addrs,
+		setMembers: observed.Sets,
+		nodeAddrs:  make(map[netip.Addr]struct{}, len(nodeAddrs)),
+	}
+	for _, a := range nodeAddrs {
+		o.nodeAddrs[a] = struct{}{}
+	}
+	return o
+}
 
 // OwnsService tells whether a virtual server is ours to delete: its
 // address is bound to our link, or one of our sets names it as a frontend,
@@ -36,24 +54,35 @@ func (o Owner) OwnsService(k model.VSKey) bool {
 	if k.FWMark != 0 || !o.OwnsAddr(k.Addr) {
 		return false
 	}
-	if _, ok := o.LinkAddrs[k.Addr]; ok {
+	if _, ok := o.linkAddrs[k.Addr]; ok {
 		return true
 	}
+	if o.namedBySet(k) {
+		return true
+	}
+	_, node := o.nodeAddrs[k.Addr]
+	return node && o.policy.NodePortRange.Contains(k.Port)
+}
+
+// frontendKinds are the set kinds whose members name a frontend.
+var frontendKinds = shim.FrontendKinds()
+
+// namedBySet tells whether one of our sets names k as a frontend.
+func (o Owner) namedBySet(k model.VSKey) bool {
 	for _, kind := range frontendKinds {
-		if _, ok := o.SetMembers[shim.Entry(kind, k.Addr, k.Proto, k.Port)]; ok {
+		if _, ok := o.setMembers[shim.Entry(kind, k.Addr, k.Proto, k.Port)]; ok {
 			return true
 		}
 	}
-	_, node := o.NodeAddrs[k.Addr]
-	return node && o.NodePortRange.Contains(k.Port)
+	return false
 }
 
 // OwnsAddr tells whether an address on our link is ours to unbind.
 func (o Owner) OwnsAddr(a netip.Addr) bool {
-	if a.Is4() && !o.IPv4 || a.Is6() && !o.IPv6 {
+	if !o.policy.Families.Has(a) {
 		return false
 	}
-	for _, p := range o.Exclude {
+	for _, p := range o.policy.Exclude {
 		if p.Contains(a) {
 			return false
 		}

@@ -49,7 +49,7 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			if op.Kind == plan.DeleteService {
 				kept[op.VS.Key.Addr] = true
 			}
-			if op.Kind == plan.AddSetEntry && guardsSource(op.Entry) {
+			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
 				held[op.Entry.Addr] = true
 			}
 			continue
@@ -121,17 +121,11 @@ func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
 	return false
 }
 
-// guardsSource tells whether a set member is part of a source-range filter.
-func guardsSource(e model.SetEntry) bool {
-	v6 := e.Addr.Is6()
-	return e.Set == shim.SetName(shim.Firewall, v6) || e.Set == shim.SetName(shim.SourceRanges, v6)
-}
-
 // firstEndpoint tells whether an applied operation means a UDP frontend
 // just got its first usable endpoint: its no-endpoints member went.
 func firstEndpoint(op plan.Op) bool {
 	e := op.Entry
-	return op.Kind == plan.DeleteSetEntry && e.Proto == model.UDP && e.Set == shim.SetName(shim.NoEndpoints, e.Addr.Is6())
+	return op.Kind == plan.DeleteSetEntry && e.Proto == model.UDP && shim.KindOf(e) == shim.NoEndpoints
 }
 
 // flushConntrackDest deletes the conntrack entries made towards UDP

@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 // CleanupOptions say what cleanup may consider ours besides the link's
-// addresses: virtual servers on these node addresses within the NodePort
-// range.
+// addresses and the frontends its sets name: virtual servers on these node
+// addresses within the NodePort range, outside Exclude. Every family is
+// cleaned up, whichever the agent served.
 type CleanupOptions struct {
 	NodeAddrs     []netip.Addr
-	NodePortRange config.PortRange
+	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
 	// KubeProxy also removes kube-proxy IPVS mode's netfilter leftovers
 	// (its virtual servers on kube-ipvs0 go with ours: same link).
@@ -33,18 +33,11 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 	if err != nil {
 		return nil, fmt.Errorf("observe kernel state: %w", err)
 	}
-	owner := plan.Owner{
-		LinkAddrs:     obs.State.Addrs,
-		NodeAddrs:     map[netip.Addr]struct{}{},
+	owner := plan.NewOwner(obs.State, opt.NodeAddrs, plan.OwnerPolicy{
 		NodePortRange: opt.NodePortRange,
 		Exclude:       opt.Exclude,
-		IPv4:          true,
-		IPv6:          true,
-		SetMembers:    obs.State.Sets,
-	}
-	for _, a := range opt.NodeAddrs {
-		owner.NodeAddrs[a] = struct{}{}
-	}
+		Families:      model.Families{IPv4: true, IPv6: true},
+	})
 	ops := plan.Diff(model.NewState(), obs.State, owner)
 	var errs []error
 	var done []plan.Op

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -25,7 +24,7 @@ func TestCleanupRemovesOursOnly(t *testing.T) {
 	}
 	ops, err := Cleanup(ctx, r.fake, CleanupOptions{
 		NodeAddrs:     []netip.Addr{netip.MustParseAddr("192.168.1.10")},
-		NodePortRange: config.PortRange{First: 30000, Last: 32767},
+		NodePortRange: model.PortRange{First: 30000, Last: 32767},
 	})
 	if err != nil {
 		t.Fatal(err)

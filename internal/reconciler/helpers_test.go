@@ -14,9 +14,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -94,16 +94,20 @@ func newRig(t testing.TB) *rig {
 	return r
 }
 
+// dualStack is the families every test serves.
+var dualStack = model.Families{IPv4: true, IPv6: true}
+
 // options are the reconciler options every test uses.
 func (r *rig) options() Options {
 	return Options{
 		Dataplane: r.fake,
 		Store:     r.store,
 		Translate: translate.Config{
-			NodeName: "node-a", Scheduler: "rr", NodePortAddresses: []string{config.NodePortPrimary},
-			IPv4: true, IPv6: true, DrainTimeout: 2 * time.Minute,
+			NodeName: "node-a", Scheduler: "rr", NodePortAddresses: []string{translate.NodePortPrimary},
+			Families: dualStack, DrainTimeout: 2 * time.Minute,
 		},
-		NodePortRange: config.PortRange{First: 30000, Last: 32767},
+		Shim:          shim.Config{Families: dualStack},
+		NodePortRange: model.PortRange{First: 30000, Last: 32767},
 		Out:           r.out,
 		Recorder:      r.warn,
 		Now:           r.clock.now,
@@ -187,7 +191,7 @@ func mustState(t testing.TB, dump string) model.State {
 		switch {
 		case f[0] == "-A":
 			k := parseKey(t, f[1], f[2])
-			s.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: f[4]}, Reals: map[netip.AddrPort]model.RealServer{}}
+			s.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: model.Scheduler(f[4])}, Reals: map[netip.AddrPort]model.RealServer{}}
 		case f[0] == "-a":
 			k := parseKey(t, f[1], f[2])
 			w, _ := strconv.Atoi(f[7])

@@ -52,7 +52,5 @@ func (r *Reconciler) Drift(ctx context.Context) ([]plan.Op, error) {
 		desired: desired, observed: obs.State, conns: obs.Conns,
 		since: maps.Clone(r.drains), timeout: r.drainTimeout, now: r.opt.Now(),
 	})
-	owner := r.owner()
-	owner.LinkAddrs = obs.State.Addrs
-	return plan.Diff(desired, obs.State, owner), nil
+	return plan.Diff(desired, obs.State, r.ownerOf(obs.State)), nil
 }

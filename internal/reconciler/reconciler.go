@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -31,11 +30,12 @@ type Options struct {
 	Dataplane     dataplane.Dataplane
 	Store         *snapshot.Store
 	Translate     translate.Config
-	NodePortRange config.PortRange
+	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
 	Timeouts      dataplane.Timeouts
 	// Shim shapes the netfilter shim's rules (masquerade-all, cluster CIDRs,
-	// families).
+	// families). Its families are the agent's, the same value as
+	// Translate's: the caller hands both the one it was configured with.
 	Shim shim.Config
 	// DryRun prints the operations to Out instead of applying them.
 	DryRun   bool
@@ -72,8 +72,6 @@ func New(opt Options) *Reconciler {
 	if opt.Log == nil {
 		opt.Log = zap.NewNop()
 	}
-	// The shim serves the families the agent serves.
-	opt.Shim.IPv4, opt.Shim.IPv6 = opt.Translate.IPv4, opt.Translate.IPv6
 	knownOps(opt.Metrics)
 	return &Reconciler{
 		opt:     opt,

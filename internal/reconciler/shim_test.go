@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -117,7 +116,7 @@ func TestUDPFirstEndpointClearsStaleConntrack(t *testing.T) {
 
 func TestFailedSourceFilterHoldsTheVIP(t *testing.T) {
 	r := newRig(t)
-	fw := shim.SetName(shim.Firewall, false)
+	fw := shim.Firewall.Name(false)
 	r.fake.FailWhen(func(c fake.Call) error {
 		if e, ok := c.Arg.(model.SetEntry); ok && c.Method == "AddSetEntry" && e.Set == fw {
 			return errors.New("injected")
@@ -144,7 +143,7 @@ func TestCleanupRemovesShimAndKubeProxyLeftovers(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	r.fake.SetKubeProxyLeftovers(true)
-	opt := CleanupOptions{NodePortRange: config.PortRange{First: 30000, Last: 32767}}
+	opt := CleanupOptions{NodePortRange: model.PortRange{First: 30000, Last: 32767}}
 	if _, err := Cleanup(context.Background(), r.fake, opt); err != nil {
 		t.Fatal(err)
 	}

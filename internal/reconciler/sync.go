@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -92,7 +91,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.O
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
 	}
-	ops := plan.Diff(desired, observed, r.owner())
+	ops := plan.Diff(desired, observed, r.ownerOf(r.observed))
 	if !synced {
 		ops = withoutDeletes(ops)
 	}
@@ -242,21 +241,14 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 	return r.opt.Translate.DrainTimeout
 }
 
-// owner builds the ownership predicate from what is bound now.
-func (r *Reconciler) owner() plan.Owner {
-	nodeAddrs := map[netip.Addr]struct{}{}
-	for _, a := range translate.NodePortAddrs(r.opt.Store.Node(), r.opt.Translate) {
-		nodeAddrs[a] = struct{}{}
-	}
-	return plan.Owner{
-		LinkAddrs:     r.observed.Addrs,
-		NodeAddrs:     nodeAddrs,
+// ownerOf builds the ownership predicate from one observed state: the
+// cached one for a sync, a fresh read for a drift check.
+func (r *Reconciler) ownerOf(observed model.State) plan.Owner {
+	return plan.NewOwner(observed, translate.NodePortAddrs(r.opt.Store.Node(), r.opt.Translate), plan.OwnerPolicy{
 		NodePortRange: r.opt.NodePortRange,
 		Exclude:       r.opt.Exclude,
-		IPv4:          r.opt.Translate.IPv4,
-		IPv6:          r.opt.Translate.IPv6,
-		SetMembers:    r.observed.Sets,
-	}
+		Families:      r.opt.Translate.Families,
+	})
 }
 
 // withoutDeletes drops every removal: until every source has synced, the

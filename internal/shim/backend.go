@@ -1,6 +1,9 @@
 package shim
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Backend is the iptables flavour a node uses: the nf_tables-backed
 // iptables-nft or the old x_tables iptables-legacy. Rules written with the
@@ -10,7 +13,18 @@ type Backend string
 const (
 	BackendNFT    Backend = "nft"
 	BackendLegacy Backend = "legacy"
+	// BackendDetect leaves the choice to the node (see ChooseBackend).
+	BackendDetect Backend = ""
 )
+
+// Validate explains why b is not a backend, nil if it is one (or detect).
+func (b Backend) Validate() error {
+	switch b {
+	case BackendNFT, BackendLegacy, BackendDetect:
+		return nil
+	}
+	return fmt.Errorf("want nft or legacy (or leave it out to detect), got %q", string(b))
+}
 
 // CountRules counts the rules (lines starting "-A") in iptables-save output.
 func CountRules(save string) int {
@@ -42,7 +56,7 @@ func ChooseBackend(nftRules, legacyRules int, nftOK, legacyOK bool) Backend {
 // Command is the binary of a tool ("iptables-save", "ip6tables-restore")
 // for the backend: "iptables-nft-save", "ip6tables-legacy-restore".
 func (b Backend) Command(tool string) string {
-	if b == "" {
+	if b == BackendDetect {
 		return tool // the node's plain iptables, whatever it is
 	}
 	prefix, rest, ok := strings.Cut(tool, "-")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Our chains. kube-proxy's IPVS mode owns KUBE-IPVS-FILTER,
@@ -24,7 +26,8 @@ const MasqMark = "0x4000"
 
 // Config is what shapes the rules.
 type Config struct {
-	IPv4, IPv6 bool
+	// Families are the families to hold sets and rules for: the agent's.
+	model.Families
 	// MasqueradeAll masquerades every connection to a ClusterIP.
 	MasqueradeAll bool
 	// ClusterCIDRs (at most one per family): connections to a ClusterIP
@@ -105,7 +108,7 @@ var jumps = []Jump{
 
 // Rules renders the family's shim.
 func Rules(c Config, v6 bool) Ruleset {
-	set := func(kind string) string { return SetName(kind, v6) }
+	set := func(kind SetKind) string { return kind.Name(v6) }
 	loopback, icmpUnreach := "127.0.0.0/8", "icmp-port-unreachable"
 	if v6 {
 		loopback, icmpUnreach = "::1/128", "icmp6-port-unreachable"

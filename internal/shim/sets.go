@@ -3,69 +3,152 @@
 // constant handful of iptables rules in chains of its own (KUBE-IPVS-*)
 // that match those sets. It renders the rules as iptables-restore input,
 // reads iptables-save output back, and decides what must change. The
-// semantics follow kube-proxy's IPVS mode (pkg/proxy/ipvs/proxier.go) so
-// that a node switched over behaves the same; every name differs from
-// kube-proxy's so both can be told apart and cleaned up separately.
+// semantics follow kube-proxy's IPVS mode so that a node switched over
+// behaves the same; every name differs from kube-proxy's so both can be
+// told apart and cleaned up separately.
 package shim
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// Set kinds: each is one ipset per address family.
+// SetKind is one of the shim's ipsets; each kind is one set per address
+// family. The kind knows its set's name, its ipset type and what its
+// members mean to the rest of the agent.
+type SetKind uint8
+
 const (
 	// ClusterIP holds ClusterIP,proto:port of every ClusterIP frontend. It
 	// marks for masquerade the node's own connections to a ClusterIP (their
 	// source is the VIP, bound locally on kube-ipvs0), every connection with
 	// --masquerade-all, or those from outside --cluster-cidr.
-	ClusterIP = "CLUSTER-IP"
+	ClusterIP SetKind = iota + 1
 	// External holds addr,proto:port of every external IP, load-balancer IP
 	// and NodePort frontend with externalTrafficPolicy Cluster: reached from
 	// anywhere, they are masqueraded so replies come back through this node.
 	// Local-policy frontends are left out, which keeps the client's address.
-	External = "EXTERNAL"
+	External
 	// LoopBack holds endpoint,proto:port,endpoint of this node's endpoints:
 	// a pod reaching itself through its Service (hairpin) must be
 	// masqueraded or it would answer itself directly.
-	LoopBack = "LOOP-BACK"
+	LoopBack
 	// Firewall holds lbIP,proto:port of load-balancer frontends that have
 	// loadBalancerSourceRanges; their traffic must come from SourceRanges.
-	Firewall = "LB-FW"
+	Firewall
 	// SourceRanges holds lbIP,proto:port,cidr: the allowed client ranges.
-	SourceRanges = "LB-SOURCE-CIDR"
+	SourceRanges
 	// NoEndpoints holds addr,proto:port of frontends with no usable real
 	// server: new connections are rejected at once (TCP reset, ICMP port
 	// unreachable) instead of timing out.
-	NoEndpoints = "NO-ENDPOINTS"
+	NoEndpoints
 )
+
+// IPSetType is an ipset type as `ipset create` takes it. It decides which
+// fields of a model.SetEntry count.
+type IPSetType string
+
+const (
+	HashIPPort    IPSetType = "hash:ip,port"     // Addr, Proto, Port
+	HashIPPortIP  IPSetType = "hash:ip,port,ip"  // and Addr2
+	HashIPPortNet IPSetType = "hash:ip,port,net" // and Net
+)
+
+// kindInfo is what a set kind is.
+type kindInfo struct {
+	suffix string
+	typ    IPSetType
+	// frontend: a member names a frontend (addr,proto:port) the agent made.
+	frontend bool
+	// guardsSource: the member is part of a load balancer's source-range
+	// filter, which must be in place before its VIP goes live.
+	guardsSource bool
+}
+
+var kindInfos = [...]kindInfo{
+	ClusterIP:    {suffix: "CLUSTER-IP", typ: HashIPPort, frontend: true},
+	External:     {suffix: "EXTERNAL", typ: HashIPPort, frontend: true},
+	LoopBack:     {suffix: "LOOP-BACK", typ: HashIPPortIP},
+	Firewall:     {suffix: "LB-FW", typ: HashIPPort, frontend: true, guardsSource: true},
+	SourceRanges: {suffix: "LB-SOURCE-CIDR", typ: HashIPPortNet, guardsSource: true},
+	NoEndpoints:  {suffix: "NO-ENDPOINTS", typ: HashIPPort, frontend: true},
+}
+
+// kinds lists every set kind in creation order.
+var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints}
+
+func (k SetKind) info() kindInfo {
+	if k == 0 || int(k) >= len(kindInfos) {
+		return kindInfo{}
+	}
+	return kindInfos[k]
+}
+
+// String is the kind's part of its set names ("CLUSTER-IP").
+func (k SetKind) String() string {
+	if s := k.info().suffix; s != "" {
+		return s
+	}
+	return fmt.Sprintf("set-kind(%d)", uint8(k))
+}
+
+// Name is the ipset name of the kind in a family. kube-proxy's sets are
+// KUBE-<kind> (and KUBE-6-<kind>); ours never collide with them.
+func (k SetKind) Name(v6 bool) string {
+	if v6 {
+		return "KUBE-IPVS6-" + k.String()
+	}
+	return "KUBE-IPVS-" + k.String()
+}
+
+// Type is the kind's ipset type.
+func (k SetKind) Type() IPSetType { return k.info().typ }
+
+// NamesFrontend tells whether a member names a frontend (address, protocol
+// and port of a virtual server the agent made).
+func (k SetKind) NamesFrontend() bool { return k.info().frontend }
+
+// GuardsSource tells whether a member is part of a source-range filter.
+func (k SetKind) GuardsSource() bool { return k.info().guardsSource }
+
+// setFamily is one of our sets: a kind in a family.
+type setFamily struct {
+	kind SetKind
+	v6   bool
+}
+
+// ourSets maps each of our set names to its kind and family.
+var ourSets = func() map[string]setFamily {
+	m := map[string]setFamily{}
+	for _, k := range kinds {
+		m[k.Name(false)] = setFamily{k, false}
+		m[k.Name(true)] = setFamily{k, true}
+	}
+	return m
+}()
+
+// ParseSetName tells which kind and family an ipset name is; ok is false
+// when the set is not one of ours.
+func ParseSetName(name string) (kind SetKind, v6, ok bool) {
+	s, ok := ourSets[name]
+	return s.kind, s.v6, ok
+}
+
+// KindOf is the kind of the set a member belongs to, 0 when the set is not
+// one of ours.
+func KindOf(e model.SetEntry) SetKind {
+	k, _, _ := ParseSetName(e.Set)
+	return k
+}
 
 // SetDef is one ipset the shim needs.
 type SetDef struct {
-	Kind string
+	Kind SetKind
 	Name string
-	Type string // ipset type, as `ipset create` takes it
+	Type IPSetType
 	IPv6 bool
-}
-
-// kinds lists every set kind with its ipset type, in creation order.
-var kinds = []struct{ kind, typ string }{
-	{ClusterIP, "hash:ip,port"},
-	{External, "hash:ip,port"},
-	{LoopBack, "hash:ip,port,ip"},
-	{Firewall, "hash:ip,port"},
-	{SourceRanges, "hash:ip,port,net"},
-	{NoEndpoints, "hash:ip,port"},
-}
-
-// SetName is the ipset name of a kind in a family. kube-proxy's sets are
-// KUBE-<kind> (and KUBE-6-<kind>); ours never collide with them.
-func SetName(kind string, v6 bool) string {
-	if v6 {
-		return "KUBE-IPVS6-" + kind
-	}
-	return "KUBE-IPVS-" + kind
 }
 
 // Sets lists the sets of the enabled families.
@@ -76,7 +159,7 @@ func Sets(ipv4, ipv6 bool) []SetDef {
 			continue
 		}
 		for _, k := range kinds {
-			out = append(out, SetDef{Kind: k.kind, Name: SetName(k.kind, fam.v6), Type: k.typ, IPv6: fam.v6})
+			out = append(out, SetDef{Kind: k, Name: k.Name(fam.v6), Type: k.Type(), IPv6: fam.v6})
 		}
 	}
 	return out
@@ -84,38 +167,35 @@ func Sets(ipv4, ipv6 bool) []SetDef {
 
 // IsOurs tells whether an ipset name is one of the shim's (any family).
 func IsOurs(name string) bool {
-	for _, k := range kinds {
-		if name == SetName(k.kind, false) || name == SetName(k.kind, true) {
-			return true
-		}
-	}
-	return false
-}
-
-// TypeOf returns the ipset type of one of our sets, "" if not ours.
-func TypeOf(name string) string {
-	for _, k := range kinds {
-		if name == SetName(k.kind, false) || name == SetName(k.kind, true) {
-			return k.typ
-		}
-	}
-	return ""
+	_, _, ok := ParseSetName(name)
+	return ok
 }
 
 // Entry builds a hash:ip,port member of a kind for addr's family.
-func Entry(kind string, addr netip.Addr, proto model.Protocol, port uint16) model.SetEntry {
+func Entry(kind SetKind, addr netip.Addr, proto model.Protocol, port uint16) model.SetEntry {
 	addr = addr.Unmap()
-	return model.SetEntry{Set: SetName(kind, addr.Is6()), Addr: addr, Proto: proto, Port: port}
+	return model.SetEntry{Set: kind.Name(addr.Is6()), Addr: addr, Proto: proto, Port: port}
 }
 
 // LoopBackEntry is the hairpin member of an endpoint.
 func LoopBackEntry(proto model.Protocol, ep netip.AddrPort) model.SetEntry {
 	a := ep.Addr().Unmap()
-	return model.SetEntry{Set: SetName(LoopBack, a.Is6()), Addr: a, Proto: proto, Port: ep.Port(), Addr2: a}
+	return model.SetEntry{Set: LoopBack.Name(a.Is6()), Addr: a, Proto: proto, Port: ep.Port(), Addr2: a}
 }
 
 // SourceRangeEntry allows src to reach a load-balancer frontend.
 func SourceRangeEntry(lb netip.Addr, proto model.Protocol, port uint16, src netip.Prefix) model.SetEntry {
 	lb = lb.Unmap()
-	return model.SetEntry{Set: SetName(SourceRanges, lb.Is6()), Addr: lb, Proto: proto, Port: port, Net: src.Masked()}
+	return model.SetEntry{Set: SourceRanges.Name(lb.Is6()), Addr: lb, Proto: proto, Port: port, Net: src.Masked()}
+}
+
+// FrontendKinds lists the kinds whose members name a frontend.
+func FrontendKinds() []SetKind {
+	var out []SetKind
+	for _, k := range kinds {
+		if k.NamesFrontend() {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -7,7 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
+
+var v4only = model.Families{IPv4: true}
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
@@ -34,10 +38,10 @@ func TestRulesGolden(t *testing.T) {
 		cfg  Config
 		v6   bool
 	}{
-		{"v4-default", Config{IPv4: true}, false},
-		{"v4-cluster-cidr", Config{IPv4: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, false},
-		{"v6-cluster-cidr", Config{IPv6: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, true},
-		{"v4-masquerade-all", Config{IPv4: true, MasqueradeAll: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, false},
+		{"v4-default", Config{Families: v4only}, false},
+		{"v4-cluster-cidr", Config{Families: v4only, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, false},
+		{"v6-cluster-cidr", Config{Families: model.Families{IPv6: true}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, true},
+		{"v4-masquerade-all", Config{Families: v4only, MasqueradeAll: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +84,7 @@ func saveOf(r Ruleset) string {
 }
 
 func TestPlan(t *testing.T) {
-	r := Rules(Config{IPv4: true}, false)
+	r := Rules(Config{Families: v4only}, false)
 	full := saveOf(r)
 	if ok, missing := r.Plan(ParseSave(full)); !ok || len(missing) != 0 {
 		t.Fatalf("fresh save not up to date: missing %v", missing)
@@ -94,7 +98,7 @@ func TestPlan(t *testing.T) {
 	if ok, missing := r.Plan(ParseSave(drift)); ok || len(missing) != 0 {
 		t.Errorf("a deleted rule went unnoticed (missing %v)", missing)
 	}
-	other := Rules(Config{IPv4: true, MasqueradeAll: true}, false)
+	other := Rules(Config{Families: v4only, MasqueradeAll: true}, false)
 	if ok, _ := other.Plan(ParseSave(full)); ok {
 		t.Error("a changed configuration compared equal")
 	}
@@ -173,5 +177,66 @@ func TestChooseBackend(t *testing.T) {
 	}
 	if got := CountRules("*nat\n:A - [0:0]\n-A A -j B\n-A A -j C\nCOMMIT\n"); got != 2 {
 		t.Errorf("CountRules = %d", got)
+	}
+}
+
+func TestSetKinds(t *testing.T) {
+	tests := []struct {
+		kind             SetKind
+		v4, v6           string
+		typ              IPSetType
+		frontend, guards bool
+	}{
+		{ClusterIP, "KUBE-IPVS-CLUSTER-IP", "KUBE-IPVS6-CLUSTER-IP", HashIPPort, true, false},
+		{External, "KUBE-IPVS-EXTERNAL", "KUBE-IPVS6-EXTERNAL", HashIPPort, true, false},
+		{LoopBack, "KUBE-IPVS-LOOP-BACK", "KUBE-IPVS6-LOOP-BACK", HashIPPortIP, false, false},
+		{Firewall, "KUBE-IPVS-LB-FW", "KUBE-IPVS6-LB-FW", HashIPPort, true, true},
+		{SourceRanges, "KUBE-IPVS-LB-SOURCE-CIDR", "KUBE-IPVS6-LB-SOURCE-CIDR", HashIPPortNet, false, true},
+		{NoEndpoints, "KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS6-NO-ENDPOINTS", HashIPPort, true, false},
+	}
+	if len(tests) != len(kinds) {
+		t.Fatalf("%d kinds tested, %d exist", len(tests), len(kinds))
+	}
+	for _, tt := range tests {
+		k := tt.kind
+		if k.Name(false) != tt.v4 || k.Name(true) != tt.v6 || k.Type() != tt.typ ||
+			k.NamesFrontend() != tt.frontend || k.GuardsSource() != tt.guards {
+			t.Errorf("%s: names %s %s, type %s, frontend %v, guards source %v", k,
+				k.Name(false), k.Name(true), k.Type(), k.NamesFrontend(), k.GuardsSource())
+		}
+		for _, v6 := range []bool{false, true} {
+			if got, gotV6, ok := ParseSetName(k.Name(v6)); !ok || got != k || gotV6 != v6 {
+				t.Errorf("ParseSetName(%s) = %s, %v, %v", k.Name(v6), got, gotV6, ok)
+			}
+		}
+	}
+	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-", "KUBE-IPVS-set-kind(0)", ""} {
+		if k, _, ok := ParseSetName(name); ok || k != 0 {
+			t.Errorf("ParseSetName(%q) = %s, %v: not ours", name, k, ok)
+		}
+	}
+	a := netip.MustParseAddr("fd00::1")
+	for want, e := range map[SetKind]model.SetEntry{
+		NoEndpoints:  Entry(NoEndpoints, a, model.UDP, 53),
+		LoopBack:     LoopBackEntry(model.TCP, netip.AddrPortFrom(a, 80)),
+		SourceRanges: SourceRangeEntry(a, model.TCP, 443, netip.MustParsePrefix("2001:db8::/32")),
+	} {
+		if _, v6, _ := ParseSetName(e.Set); KindOf(e) != want || !v6 {
+			t.Errorf("%s: kind %s, v6 %v; want %s, v6", e, KindOf(e), v6, want)
+		}
+	}
+	if KindOf(model.SetEntry{Set: "KUBE-CLUSTER-IP"}) != 0 {
+		t.Error("kube-proxy's set has one of our kinds")
+	}
+}
+
+func TestBackendValidate(t *testing.T) {
+	for _, b := range []Backend{BackendNFT, BackendLegacy, BackendDetect} {
+		if err := b.Validate(); err != nil {
+			t.Errorf("%q: %v", b, err)
+		}
+	}
+	if err := Backend("iptables").Validate(); err == nil {
+		t.Error(`"iptables" accepted as a backend`)
 	}
 }

@@ -99,13 +99,13 @@ func virtualServer(k model.VSKey, in reconciler.Inspection, endpoints Slices) Vi
 	if !wanted {
 		src = have
 	}
-	vs := VirtualServer{Key: k.String(), Scheduler: src.Scheduler, InKernel: inKernel, Wanted: wanted}
+	vs := VirtualServer{Key: k.String(), Scheduler: string(src.Scheduler), InKernel: inKernel, Wanted: wanted}
 	if src.Flags&model.FlagPersistent != 0 {
 		vs.Persistent = src.Timeout
 	}
 	var eps map[netip.Addr]discoveryv1.Endpoint
 	if m, ok := in.Meta[k]; ok {
-		vs.Service, vs.Port, vs.Kind, vs.SchedulerFrom = m.Service.String(), m.PortName, m.Kind, m.SchedulerFrom
+		vs.Service, vs.Port, vs.Kind, vs.SchedulerFrom = m.Service.String(), m.PortName, string(m.Kind), m.SchedulerFrom
 		eps = endpointsByAddr(endpoints(m.Service))
 	}
 	for _, r := range reals(want, have) {

@@ -26,7 +26,7 @@ func TestReport(t *testing.T) {
 	rs := func(a string, w int) model.RealServer {
 		return model.RealServer{Addr: netip.MustParseAddrPort(a), Weight: w}
 	}
-	svc := func(k model.VSKey, sched string, reals ...model.RealServer) *model.Service {
+	svc := func(k model.VSKey, sched model.Scheduler, reals ...model.RealServer) *model.Service {
 		s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
 		for _, r := range reals {
 			s.Reals[r.Addr] = r

@@ -75,9 +75,9 @@ func sliceUsable(s *discoveryv1.EndpointSlice, cfg Config) bool {
 	}
 	switch s.AddressType {
 	case discoveryv1.AddressTypeIPv4:
-		return cfg.IPv4
+		return cfg.Families.IPv4
 	case discoveryv1.AddressTypeIPv6:
-		return cfg.IPv6
+		return cfg.Families.IPv6
 	}
 	return false // FQDN slices name hosts, not addresses IPVS can forward to
 }

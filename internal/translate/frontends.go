@@ -8,7 +8,7 @@ import (
 
 // frontend is one address and port a Service port is reached on.
 type frontend struct {
-	kind string
+	kind FrontendKind
 	addr netip.Addr
 	port uint16
 }
@@ -18,10 +18,10 @@ type frontend struct {
 // load-balancer ingress IPs, NodePorts.
 func frontends(svc *corev1.Service, p servicePort, nodeAddrs []netip.Addr, cfg Config) []frontend {
 	var out []frontend
-	add := func(kind string, addrs []string, port uint16) {
+	add := func(kind FrontendKind, addrs []string, port uint16) {
 		for _, s := range addrs {
 			a, err := netip.ParseAddr(s)
-			if err != nil || !cfg.familyEnabled(a) {
+			if err != nil || !cfg.Families.Has(a) {
 				continue // the API server validates these; a bad one cannot be served
 			}
 			out = append(out, frontend{kind: kind, addr: a.Unmap(), port: port})

@@ -9,7 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Builders keep the tables readable: a Service, slices and endpoints are
@@ -19,9 +19,8 @@ func testConfig() Config {
 	return Config{
 		NodeName:          "n1",
 		Scheduler:         "rr",
-		NodePortAddresses: []string{config.NodePortPrimary},
-		IPv4:              true,
-		IPv6:              true,
+		NodePortAddresses: []string{NodePortPrimary},
+		Families:          model.Families{IPv4: true, IPv6: true},
 		DrainTimeout:      2 * time.Minute,
 	}
 }

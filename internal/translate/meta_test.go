@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -123,25 +122,25 @@ func TestNodePortAddrs(t *testing.T) {
 		v4, v6 bool
 		want   []netip.Addr
 	}{
-		{"primary: first InternalIP of each family", []string{config.NodePortPrimary}, nil, false, true, true,
+		{"primary: first InternalIP of each family", []string{NodePortPrimary}, nil, false, true, true,
 			addrs("192.168.1.10", "fd00:1::10")},
-		{"primary, IPv4 only", []string{config.NodePortPrimary}, nil, false, true, false,
+		{"primary, IPv4 only", []string{NodePortPrimary}, nil, false, true, false,
 			addrs("192.168.1.10")},
-		{"primary falls back to ExternalIPs", []string{config.NodePortPrimary}, externalOnly, false, true, true,
+		{"primary falls back to ExternalIPs", []string{NodePortPrimary}, externalOnly, false, true, true,
 			addrs("203.0.113.5")},
-		{"primary without a Node: none", []string{config.NodePortPrimary}, nil, true, true, true, nil},
+		{"primary without a Node: none", []string{NodePortPrimary}, nil, true, true, true, nil},
 		{"CIDRs select host addresses, mapped ones unmapped", []string{"10.0.0.0/8", "2001:db8::/32"}, nil, false, true, true,
 			addrs("10.1.2.3", "10.1.2.4", "2001:db8:5::1")},
 		{"CIDRs filtered by family", []string{"10.0.0.0/8", "2001:db8::/32"}, nil, false, false, true,
 			addrs("2001:db8:5::1")},
-		{"primary and a CIDR, deduped", []string{config.NodePortPrimary, "192.168.0.0/16"}, nil, false, true, false,
+		{"primary and a CIDR, deduped", []string{NodePortPrimary, "192.168.0.0/16"}, nil, false, true, false,
 			addrs("192.168.1.10")},
 		{"empty list: every host address", nil, nil, false, true, true,
 			addrs("10.1.2.3", "10.1.2.4", "127.0.0.1", "192.168.1.10", "2001:db8:5::1", "fd00:1::10")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{NodePortAddresses: tc.spec, HostAddrs: host, IPv4: tc.v4, IPv6: tc.v6, DrainTimeout: time.Minute}
+			cfg := Config{NodePortAddresses: tc.spec, HostAddrs: host, Families: model.Families{IPv4: tc.v4, IPv6: tc.v6}, DrainTimeout: time.Minute}
 			node := tc.node
 			if node == nil && !tc.noNode {
 				node = testNode()

@@ -1,13 +1,29 @@
 package translate
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 )
+
+// NodePortPrimary, in the NodePort addresses, selects the Node object's
+// primary addresses (the default, as in kube-proxy since v1.31).
+const NodePortPrimary = "primary"
+
+// CheckNodePortAddress explains why an entry of the NodePort addresses is
+// neither NodePortPrimary nor a CIDR, nil if it is one. The agent's flag
+// validation uses it, so that what it accepts is what NodePortAddrs reads.
+func CheckNodePortAddress(a string) error {
+	if a == NodePortPrimary {
+		return nil
+	}
+	if _, err := netip.ParsePrefix(a); err != nil {
+		return fmt.Errorf("%q is neither %q nor a CIDR", a, NodePortPrimary)
+	}
+	return nil
+}
 
 // NodePortAddrs picks the node addresses NodePorts listen on, filtered by
 // enabled families, sorted and deduped:
@@ -22,13 +38,13 @@ func NodePortAddrs(node *corev1.Node, cfg Config) []netip.Addr {
 		out = append(out, cfg.HostAddrs...)
 	}
 	for _, spec := range cfg.NodePortAddresses {
-		if spec == config.NodePortPrimary {
+		if spec == NodePortPrimary {
 			out = append(out, primaryAddrs(node)...)
 			continue
 		}
 		prefix, err := netip.ParsePrefix(spec)
 		if err != nil {
-			continue // config.Validate rejects it before we get here
+			continue // CheckNodePortAddress rejects it before we get here
 		}
 		for _, a := range cfg.HostAddrs {
 			if prefix.Contains(a.Unmap()) {
@@ -69,7 +85,7 @@ func cleanAddrs(in []netip.Addr, cfg Config) []netip.Addr {
 	out := make([]netip.Addr, 0, len(in))
 	for _, a := range in {
 		a = a.Unmap()
-		if !a.IsValid() || a.Zone() != "" || !cfg.familyEnabled(a) {
+		if !a.IsValid() || a.Zone() != "" || !cfg.Families.Has(a) {
 			continue // a zoned (link-local) address cannot key an IPVS service
 		}
 		out = append(out, a)

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -23,13 +22,9 @@ const (
 	AnnotationDrainTimeout = "kube-ipvs.io/drain-timeout"
 )
 
-// defaultAffinityTimeout is Kubernetes' default ClientIP affinity timeout
-// (sessionAffinityConfig.clientIP.timeoutSeconds), 3 hours.
-const defaultAffinityTimeout = 10800
-
 // vsOptions are the per-Service settings every virtual server shares.
 type vsOptions struct {
-	scheduler     string
+	scheduler     model.Scheduler
 	schedulerFrom string
 	flags         model.Flags
 	timeout       uint32
@@ -42,11 +37,10 @@ func serviceOptions(svc *corev1.Service, cfg Config) (vsOptions, error) {
 	o := vsOptions{scheduler: cfg.Scheduler, schedulerFrom: SchedulerFromFlag, drainTimeout: cfg.DrainTimeout}
 	var errs []error
 	if s, ok := svc.Annotations[AnnotationScheduler]; ok {
-		if config.ValidScheduler(s) {
-			o.scheduler, o.schedulerFrom = s, SchedulerFromAnnotation
+		if err := model.Scheduler(s).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationScheduler, err))
 		} else {
-			errs = append(errs, fmt.Errorf("annotation %s: unknown scheduler %q (want one of %s)",
-				AnnotationScheduler, s, strings.Join(config.Schedulers, " ")))
+			o.scheduler, o.schedulerFrom = model.Scheduler(s), SchedulerFromAnnotation
 		}
 	}
 	if f, ok := svc.Annotations[AnnotationSchedulerFlags]; ok {
@@ -74,11 +68,12 @@ func serviceOptions(svc *corev1.Service, cfg Config) (vsOptions, error) {
 	return o, errors.Join(errs...)
 }
 
-// affinityTimeout is the ClientIP affinity timeout in seconds.
+// affinityTimeout is the ClientIP affinity timeout in seconds; the API's
+// default (3 hours) when the Service does not say.
 func affinityTimeout(svc *corev1.Service) uint32 {
 	c := svc.Spec.SessionAffinityConfig
 	if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil || *c.ClientIP.TimeoutSeconds <= 0 {
-		return defaultAffinityTimeout
+		return uint32(corev1.DefaultClientIPServiceAffinitySeconds)
 	}
 	return uint32(*c.ClientIP.TimeoutSeconds)
 }
@@ -86,7 +81,7 @@ func affinityTimeout(svc *corev1.Service) uint32 {
 // parseSchedulerFlags reads "sh-fallback,sh-port" style lists. The kernel
 // shares the two flag bits between sh and mh, so a flag is only accepted
 // with the scheduler it names: anything else would be silently meaningless.
-func parseSchedulerFlags(list, scheduler string) (model.Flags, error) {
+func parseSchedulerFlags(list string, scheduler model.Scheduler) (model.Flags, error) {
 	var flags model.Flags
 	var errs []error
 	for _, name := range strings.Split(list, ",") {
@@ -102,11 +97,11 @@ func parseSchedulerFlags(list, scheduler string) (model.Flags, error) {
 		case "port":
 			bit = model.FlagSchedSH2
 		}
-		if bit == 0 || (prefix != "sh" && prefix != "mh") {
+		if bit == 0 || !model.Scheduler(prefix).HashFlags() {
 			errs = append(errs, fmt.Errorf("unknown flag %q (want sh-fallback, sh-port, mh-fallback or mh-port)", name))
 			continue
 		}
-		if prefix != scheduler {
+		if model.Scheduler(prefix) != scheduler {
 			errs = append(errs, fmt.Errorf("flag %q needs scheduler %s, not %s", name, prefix, scheduler))
 			continue
 		}

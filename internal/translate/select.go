@@ -6,12 +6,26 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// Topology modes, decided from the endpoints' hints (see topologyMode).
+// topology is how the endpoints' hints narrow them for this node, decided
+// by topologyFor.
+type topology uint8
+
 const (
-	topologyNone     = ""
-	topologySameZone = "PreferSameZone"
-	topologySameNode = "PreferSameNode"
+	topologyNone     topology = iota // every endpoint
+	topologySameZone                 // PreferSameZone: those hinted for this node's zone
+	topologySameNode                 // PreferSameNode: those hinted for this node
 )
+
+// admits tells whether an endpoint serves this node under the topology.
+func (t topology) admits(ep endpoint, nodeName, zone string) bool {
+	switch t {
+	case topologySameNode:
+		return slices.Contains(ep.nodeHints, nodeName)
+	case topologySameZone:
+		return slices.Contains(ep.zoneHints, zone)
+	}
+	return true
+}
 
 // selectReals picks a frontend's real servers and their weights (KEP-1669):
 //   - the candidates are every endpoint (Cluster policy) or this node's
@@ -31,14 +45,14 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 			return nodeName == "" || ep.nodeName != nodeName
 		})
 	} else {
-		mode = topologyMode(eps, nodeName, zone)
+		mode = topologyFor(eps, nodeName, zone)
 	}
 	var out []model.RealServer
 	add := func(ep endpoint, w int) {
 		out = append(out, model.RealServer{Addr: ep.addr, Weight: w, Forward: model.Masq})
 	}
 	for _, ep := range cands {
-		if ep.ready && availableForTopology(ep, mode, nodeName, zone) {
+		if ep.ready && mode.admits(ep, nodeName, zone) {
 			add(ep, 1)
 		}
 	}
@@ -54,14 +68,14 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 		return out
 	}
 	for _, ep := range cands {
-		if !ep.ready && ep.serving && ep.terminating && availableForTopology(ep, mode, nodeName, zone) {
+		if !ep.ready && ep.serving && ep.terminating && mode.admits(ep, nodeName, zone) {
 			add(ep, 0)
 		}
 	}
 	return out
 }
 
-// topologyMode decides, as kube-proxy's topologyModeFromHints does, whether
+// topologyFor decides, as kube-proxy's topologyModeFromHints does, whether
 // hints narrow the endpoints for this node. Hints are set by the
 // EndpointSlice controller only when the Service asks for them
 // (spec.trafficDistribution PreferSameNode / PreferSameZone / PreferClose,
@@ -72,7 +86,7 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 //   - else every ready endpoint has a zone hint and one names this node's
 //     zone -> PreferSameZone;
 //   - else no topology: all endpoints (hints incomplete, or none for us).
-func topologyMode(eps []endpoint, nodeName, zone string) string {
+func topologyFor(eps []endpoint, nodeName, zone string) topology {
 	anyReady := false
 	allNode, forNode := true, false
 	allZone, forZone := true, false
@@ -101,15 +115,4 @@ func topologyMode(eps []endpoint, nodeName, zone string) string {
 		return topologySameZone
 	}
 	return topologyNone
-}
-
-// availableForTopology tells whether an endpoint serves this node under mode.
-func availableForTopology(ep endpoint, mode, nodeName, zone string) bool {
-	switch mode {
-	case topologySameNode:
-		return slices.Contains(ep.nodeHints, nodeName)
-	case topologySameZone:
-		return slices.Contains(ep.zoneHints, zone)
-	}
-	return true
 }

@@ -34,7 +34,7 @@ func (b *builder) frontendEntries(fe frontend, p servicePort, reals []model.Real
 	case !b.localPolicy(fe.kind):
 		b.entry(shim.Entry(shim.External, fe.addr, p.proto, fe.port))
 	}
-	if fe.kind == KindLoadBalancer {
+	if fe.kind.HasSourceRanges() {
 		if ranges := b.sourceRanges(fe.addr.Is6()); len(ranges) > 0 {
 			b.entry(shim.Entry(shim.Firewall, fe.addr, p.proto, fe.port))
 			for _, r := range ranges {

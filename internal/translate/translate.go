@@ -21,29 +21,38 @@ import (
 // Config is what translation needs from the agent's configuration.
 type Config struct {
 	NodeName          string
-	Scheduler         string       // default scheduler (--scheduler)
-	NodePortAddresses []string     // CIDRs and/or "primary" (config.NodePortPrimary)
-	HostAddrs         []netip.Addr // the node's interface addresses (for CIDR NodePort addresses), filled by the caller
-	IPv4, IPv6        bool
+	Scheduler         model.Scheduler // default scheduler (--scheduler)
+	NodePortAddresses []string        // CIDRs and/or NodePortPrimary
+	HostAddrs         []netip.Addr    // the node's interface addresses (for CIDR NodePort addresses), filled by the caller
+	model.Families                    // the families served
 	ServiceProxyName  string
 	DrainTimeout      time.Duration // default drain timeout (--drain-timeout)
 }
 
-// familyEnabled tells whether addr's family is handled on this node.
-func (c Config) familyEnabled(addr netip.Addr) bool {
-	if addr.Unmap().Is4() {
-		return c.IPv4
-	}
-	return c.IPv6
-}
+// FrontendKind is what kind of address a virtual server listens on; it
+// decides which traffic policy governs the frontend, whether its address
+// is bound on the agent's link, and which shim sets name it.
+type FrontendKind string
 
 // Frontend kinds, as VSMeta.Kind names them.
 const (
-	KindClusterIP    = "ClusterIP"
-	KindExternalIP   = "ExternalIP"
-	KindLoadBalancer = "LoadBalancer"
-	KindNodePort     = "NodePort"
+	KindClusterIP    FrontendKind = "ClusterIP"
+	KindExternalIP   FrontendKind = "ExternalIP"
+	KindLoadBalancer FrontendKind = "LoadBalancer"
+	KindNodePort     FrontendKind = "NodePort"
 )
+
+// BindsVIP tells whether the frontend's address is bound on the agent's
+// link: every kind's but a NodePort's, whose address is the node's own.
+func (k FrontendKind) BindsVIP() bool { return k != KindNodePort }
+
+// InternalPolicy tells whether internalTrafficPolicy governs the frontend
+// (ClusterIPs); externalTrafficPolicy governs the others.
+func (k FrontendKind) InternalPolicy() bool { return k == KindClusterIP }
+
+// HasSourceRanges tells whether loadBalancerSourceRanges filter the
+// frontend's clients: load-balancer frontends only, as in kube-proxy.
+func (k FrontendKind) HasSourceRanges() bool { return k == KindLoadBalancer }
 
 // Where a virtual server's scheduler came from, as VSMeta.SchedulerFrom names it.
 const (
@@ -55,7 +64,7 @@ const (
 type VSMeta struct {
 	Service       model.ServiceName
 	PortName      string
-	Kind          string // "ClusterIP", "ExternalIP", "LoadBalancer", "NodePort"
+	Kind          FrontendKind
 	SchedulerFrom string // "flag" or "annotation"
 	DrainTimeout  time.Duration
 }
@@ -201,7 +210,7 @@ func (b *builder) addPort(p servicePort) {
 			SchedulerFrom: b.opts.schedulerFrom,
 			DrainTimeout:  b.opts.drainTimeout,
 		}
-		if fe.kind != KindNodePort {
+		if fe.kind.BindsVIP() {
 			b.vips[key.Addr] = struct{}{}
 		}
 		b.frontendEntries(frontend{kind: fe.kind, addr: key.Addr, port: fe.port}, p, rs)
@@ -216,8 +225,8 @@ type realsKey struct{ v6, local bool }
 
 // localPolicy tells whether a frontend kind only uses this node's endpoints:
 // internalTrafficPolicy governs ClusterIPs, externalTrafficPolicy the rest.
-func (b *builder) localPolicy(kind string) bool {
-	if kind == KindClusterIP {
+func (b *builder) localPolicy(kind FrontendKind) bool {
+	if kind.InternalPolicy() {
 		p := b.svc.Spec.InternalTrafficPolicy
 		return p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal
 	}

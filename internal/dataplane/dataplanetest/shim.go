@@ -32,7 +32,7 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"SetMemberMustFit", testSetMemberMustFit},
 }
 
-var dualStack = shim.Config{IPv4: true, IPv6: true}
+var dualStack = shim.Config{Families: model.Families{IPv4: true, IPv6: true}}
 
 // shimMembers are one member of every set kind in both families.
 func shimMembers() []model.SetEntry {
@@ -135,8 +135,8 @@ func testDeleteShim(t *testing.T, nf dataplane.Netfilter) {
 
 func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
-	must(t, "ensure shim", nf.EnsureShim(ctx, shim.Config{IPv4: true}))
-	wrongFamily := model.SetEntry{Set: shim.SetName(shim.ClusterIP, false), Addr: vip6, Proto: model.TCP, Port: 80}
+	must(t, "ensure shim", nf.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}}))
+	wrongFamily := model.SetEntry{Set: shim.ClusterIP.Name(false), Addr: vip6, Proto: model.TCP, Port: 80}
 	if err := nf.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("an IPv6 member in an IPv4 set: %v", err)
 	}

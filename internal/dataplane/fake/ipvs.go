@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
@@ -42,7 +41,7 @@ func (f *Fake) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]mo
 // with no module (ENOENT there, ErrUnsupported here) and a protocol IPVS
 // does not balance.
 func checkService(vs model.VirtualServer) error {
-	if !config.ValidScheduler(vs.Scheduler) {
+	if !vs.Scheduler.Valid() {
 		return fmt.Errorf("scheduler %q: no ip_vs_%s module: %w", vs.Scheduler, vs.Scheduler, dataplane.ErrUnsupported)
 	}
 	if vs.Key.FWMark == 0 {

@@ -85,30 +85,20 @@ func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
 	if !ok {
 		return nil, fmt.Errorf("set %s: %w", e.Set, dataplane.ErrNotExist)
 	}
-	wantV6 := e.Set == shim.SetName(setKind(e.Set), true)
+	kind, wantV6, _ := shim.ParseSetName(e.Set)
 	fits := e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto != 0
-	switch shim.TypeOf(e.Set) {
-	case "hash:ip,port,ip":
+	switch kind.Type() {
+	case shim.HashIPPortIP:
 		fits = fits && e.Addr2.IsValid() && e.Addr2.Is6() == wantV6 && !e.Net.IsValid()
-	case "hash:ip,port,net":
+	case shim.HashIPPortNet:
 		fits = fits && e.Net.IsValid() && e.Net.Addr().Is6() == wantV6 && !e.Addr2.IsValid()
 	default:
 		fits = fits && !e.Addr2.IsValid() && !e.Net.IsValid()
 	}
 	if !fits {
-		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set, shim.TypeOf(e.Set))
+		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set, kind.Type())
 	}
 	return members, nil
-}
-
-// setKind is the kind part of one of our set names.
-func setKind(name string) string {
-	for _, def := range shim.Sets(true, true) {
-		if def.Name == name {
-			return def.Kind
-		}
-	}
-	return ""
 }
 
 // SetEntries lists the members of every set there is.

@@ -18,7 +18,7 @@ import (
 // toService builds the moby request for a virtual server.
 func toService(vs model.VirtualServer) *ipvs.Service {
 	s := &ipvs.Service{
-		SchedName: vs.Scheduler,
+		SchedName: string(vs.Scheduler),
 		Flags:     uint32(vs.Flags &^ model.FlagHashed),
 		Timeout:   vs.Timeout,
 	}
@@ -58,7 +58,7 @@ func keyOnly(k model.VSKey) *ipvs.Service {
 // address or port; its key keeps the family as the unspecified address.
 func fromService(s *ipvs.Service) (model.VirtualServer, error) {
 	vs := model.VirtualServer{
-		Scheduler: s.SchedName,
+		Scheduler: model.Scheduler(s.SchedName),
 		Flags:     model.Flags(s.Flags),
 		Timeout:   s.Timeout,
 	}

@@ -208,7 +208,7 @@ func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
 			family = syscall.AF_INET6
 		}
 		err := bounded(ctx, func() error {
-			return netlink.IpsetCreate(def.Name, def.Type, netlink.IpsetCreateOptions{Family: family})
+			return netlink.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family})
 		})
 		if err != nil && !isSetExists(err) {
 			errs = append(errs, fmt.Errorf("create ipset %s (%s): %w", def.Name, def.Type, err))
@@ -257,12 +257,12 @@ func fromIPSetEntry(def shim.SetDef, ne netlink.IPSetEntry) (model.SetEntry, err
 		return model.SetEntry{}, fmt.Errorf("member %+v lacks an address, port or protocol", ne)
 	}
 	e := model.SetEntry{Set: def.Name, Addr: addr.Unmap(), Proto: model.Protocol(*ne.Protocol), Port: *ne.Port}
-	if def.Type == "hash:ip,port,ip" || def.Type == "hash:ip,port,net" {
+	if def.Type == shim.HashIPPortIP || def.Type == shim.HashIPPortNet {
 		a2, ok := netip.AddrFromSlice(ne.IP2)
 		if !ok {
 			return model.SetEntry{}, fmt.Errorf("member %+v lacks its second address", ne)
 		}
-		if def.Type == "hash:ip,port,ip" {
+		if def.Type == shim.HashIPPortIP {
 			e.Addr2 = a2.Unmap()
 		} else {
 			e.Net = netip.PrefixFrom(a2.Unmap(), int(ne.CIDR2))

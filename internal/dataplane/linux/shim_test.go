@@ -123,7 +123,7 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 // each, no exec) and times an Ensure that finds nothing to change.
 func testThousandMembers(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
-	cfg := shim.Config{IPv4: true, IPv6: true}
+	cfg := shim.Config{Families: model.Families{IPv4: true, IPv6: true}}
 	if err := s.EnsureShim(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func testThousandMembers(t *testing.T, b shim.Backend) {
 
 func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
-	cfg := shim.Config{IPv4: true, IPv6: true}
+	cfg := shim.Config{Families: model.Families{IPv4: true, IPv6: true}}
 	ensure := func(cfg shim.Config, want int, why string) {
 		t.Helper()
 		before := s.RuleWrites()
@@ -188,8 +188,8 @@ func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
 // chain, never an empty or half-written one.
 func testAtomicReplacement(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
-	a := shim.Config{IPv4: true}
-	c := shim.Config{IPv4: true, MasqueradeAll: true}
+	a := shim.Config{Families: model.Families{IPv4: true}}
+	c := shim.Config{Families: model.Families{IPv4: true}, MasqueradeAll: true}
 	var versions [][]string
 	for _, cfg := range []shim.Config{a, c} {
 		for _, ch := range shim.Rules(cfg, false).Tables[0].Chains {
@@ -245,7 +245,7 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 
 func testRemoveForeign(t *testing.T, b shim.Backend) {
 	s, ctx := newShim(t, b), ctx30(t)
-	if err := s.EnsureShim(ctx, shim.Config{IPv4: true, IPv6: true}); err != nil {
+	if err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true, IPv6: true}}); err != nil {
 		t.Fatal(err)
 	}
 	run(t, b.Command("iptables"), "-t", "filter", "-A", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
@@ -301,7 +301,7 @@ func testRemoveKubeProxy(t *testing.T, b shim.Backend) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("plant kube-proxy leftovers: %v\n%s", err, out)
 	}
-	if err := s.EnsureShim(ctx, shim.Config{IPv4: true}); err != nil {
+	if err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteKubeProxyShim(ctx); err != nil {
@@ -320,7 +320,7 @@ func testRemoveKubeProxy(t *testing.T, b shim.Backend) {
 	if strings.Contains(sets, "KUBE-CLUSTER-IP") || strings.Contains(sets, "KUBE-6-") || strings.Contains(sets, "KUBE-IPVS-IPS") {
 		t.Fatalf("kube-proxy sets survived:\n%s", sets)
 	}
-	if !strings.Contains(sets, shim.SetName(shim.ClusterIP, false)) {
+	if !strings.Contains(sets, shim.ClusterIP.Name(false)) {
 		t.Fatalf("our sets were destroyed:\n%s", sets)
 	}
 }
