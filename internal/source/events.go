@@ -15,31 +15,21 @@ import (
 // EventComponent is the source component of the Events kube-ipvs posts.
 const EventComponent = "kube-ipvs"
 
-// Recorder reports translation problems on the Service they concern (a
-// Warning Event with reason "InvalidService", ...), where the Service's
-// owner looks: kubectl describe service. Callers may hold NopRecorder.
-type Recorder interface {
-	ServiceWarning(name model.ServiceName, reason, message string)
+// EventRecorder reports translation problems on the Service they concern
+// (a Warning Event with reason "InvalidService", ...), where the Service's
+// owner looks: kubectl describe service. It is the reconciler's Recorder.
+type EventRecorder struct {
+	rec   record.EventRecorder
+	store *snapshot.Store
 }
 
-// NopRecorder drops every event (manifest mode, tests).
-type NopRecorder struct{}
-
-// ServiceWarning does nothing.
-func (NopRecorder) ServiceWarning(model.ServiceName, string, string) {}
-
-// NewEventRecorder posts Events through client-go's broadcaster, which
-// aggregates repeats and rate-limits them (a problem seen on every sync
-// must not flood the API server). The func stops the broadcaster.
-func NewEventRecorder(client kubernetes.Interface, nodeName string, log *zap.Logger) (Recorder, func()) {
-	return NewServiceEventRecorder(client, nodeName, nil, log)
-}
-
-// NewServiceEventRecorder is NewEventRecorder that looks the Service up in
-// store, so the Event carries its UID: kubectl describe service finds
-// Events by UID, and without it the warning only shows in kubectl get
-// events. store may be nil.
-func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store *snapshot.Store, log *zap.Logger) (Recorder, func()) {
+// NewServiceEventRecorder posts Events through client-go's broadcaster,
+// which aggregates repeats and rate-limits them (a problem seen on every
+// sync must not flood the API server). It looks the Service up in store,
+// so the Event carries its UID: kubectl describe service finds Events by
+// UID, and without it the warning only shows in kubectl get events. store
+// may be nil. The func stops the broadcaster.
+func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store *snapshot.Store, log *zap.Logger) (*EventRecorder, func()) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -50,15 +40,11 @@ func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store
 			zap.String("reason", e.Reason), zap.String("message", e.Message))
 	})
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})
-	return &eventRecorder{rec: rec, store: store}, b.Shutdown
+	return &EventRecorder{rec: rec, store: store}, b.Shutdown
 }
 
-type eventRecorder struct {
-	rec   record.EventRecorder
-	store *snapshot.Store
-}
-
-func (r *eventRecorder) ServiceWarning(name model.ServiceName, reason, message string) {
+// ServiceWarning posts a Warning Event on the named Service.
+func (r *EventRecorder) ServiceWarning(name model.ServiceName, reason, message string) {
 	if r == nil {
 		return
 	}

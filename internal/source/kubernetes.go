@@ -18,11 +18,8 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
-
-// LabelServiceProxyName lets a Service ask for a proxy other than the
-// default one (KEP-2447); kube-proxy ignores such Services.
-const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
 // Kubernetes watches Services, EndpointSlices and this node's Node through
 // informers and puts them in the Store. Handlers do nothing else.
@@ -118,9 +115,9 @@ func serviceSelector(proxyName string) (labels.Selector, error) {
 	var req *labels.Requirement
 	var err error
 	if proxyName == "" {
-		req, err = labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+		req, err = labels.NewRequirement(translate.LabelServiceProxyName, selection.DoesNotExist, nil)
 	} else {
-		req, err = labels.NewRequirement(LabelServiceProxyName, selection.Equals, []string{proxyName})
+		req, err = labels.NewRequirement(translate.LabelServiceProxyName, selection.Equals, []string{proxyName})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("service proxy name %q: %w", proxyName, err)

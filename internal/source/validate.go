@@ -17,9 +17,6 @@ import (
 // work the translator relies on. Only what matters to a load balancer is
 // checked: a mistake elsewhere (a bad selector) cannot hurt us.
 
-// defaultClientIPTimeout is the API default for sessionAffinityConfig.clientIP.timeoutSeconds.
-const defaultClientIPTimeout = 10800
-
 // fieldErrors collects "path: reason" lines and reports them as one error.
 type fieldErrors []string
 
@@ -53,7 +50,7 @@ func defaultService(s *corev1.Service) {
 			sp.SessionAffinityConfig.ClientIP = &corev1.ClientIPConfig{}
 		}
 		if sp.SessionAffinityConfig.ClientIP.TimeoutSeconds == nil {
-			t := int32(defaultClientIPTimeout)
+			t := corev1.DefaultClientIPServiceAffinitySeconds
 			sp.SessionAffinityConfig.ClientIP.TimeoutSeconds = &t
 		}
 	}

@@ -143,8 +143,9 @@ func skipReason(svc *corev1.Service, cfg Config) string {
 	return ""
 }
 
-// LabelServiceProxyName hands a Service (or EndpointSlice) to an alternative
-// proxy; kube-proxy ignores every object carrying it.
+// LabelServiceProxyName hands a Service (or EndpointSlice) to an
+// alternative proxy (KEP-2447); kube-proxy ignores every object carrying it.
+// The Kubernetes source selects on it too, so the two agree.
 const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
 // servicePort is a Service port with its protocol resolved.
