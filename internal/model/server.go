@@ -3,8 +3,8 @@ package model
 import "net/netip"
 
 // Flags are the IPVS service flags as the kernel stores them. IPVS has no
-// named constants in moby/ipvs; these values are from the kernel's
-// include/uapi/linux/ip_vs.h. An update overwrites all of them.
+// named constants in moby/ipvs; these values are the kernel's
+// IP_VS_SVC_F_* flags. An update overwrites all of them.
 type Flags uint32
 
 const (

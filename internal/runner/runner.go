@@ -64,7 +64,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		if l.dirty && l.due.Before(wake) {
 			wake = l.due
 		}
-		resetTimer(timer, time.Until(wake))
+		// Since Go 1.23 Reset discards a pending expiry: no drain needed.
+		timer.Reset(max(time.Until(wake), 0))
 	}
 }
 
@@ -107,13 +108,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func resetTimer(t *time.Timer, d time.Duration) {
-	t.Stop()
-	select {
-	case <-t.C:
-	default:
-	}
-	t.Reset(max(d, 0))
 }

@@ -24,15 +24,18 @@ import (
 // Kubernetes watches Services, EndpointSlices and this node's Node through
 // informers and puts them in the Store. Handlers do nothing else.
 //
-// The filters are kube-proxy's (cmd/kube-proxy/app/server.go): Services
-// without the service-proxy-name label (or with ours when ServiceProxyName
-// is set) and not headless (spec.clusterIP != None); EndpointSlices without
-// the service.kubernetes.io/headless label. EndpointSlices are not filtered
-// by proxy name, as in kube-proxy: a slice of a Service we do not hold is
-// never translated, and slices written by other controllers (KEP-4770) need
-// not copy the Service's labels. The API server applies these selectors;
-// the handlers apply them again, so an object that stops matching is
-// deleted here even from a watch that does not filter (the fake clientset).
+// The filters follow kube-proxy's informer selectors: Services without the
+// service-proxy-name label (or with ours when ServiceProxyName is set) and
+// not headless (spec.clusterIP != None); EndpointSlices without the
+// service.kubernetes.io/headless label. Unlike kube-proxy, which lists
+// slices with the Services' proxy-name selector, slices are not selected
+// by proxy name here: with ServiceProxyName set, slices written by other
+// controllers (KEP-4770) need not copy the Service's label, and a slice of
+// a Service we do not hold is never translated. Translation drops a slice
+// that names another proxy (translate.LabelServiceProxyName). The API
+// server applies these selectors; the handlers apply them again, so an
+// object that stops matching is deleted here even from a watch that does
+// not filter (the fake clientset).
 type Kubernetes struct {
 	Client           kubernetes.Interface
 	NodeName         string

@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,10 +104,12 @@ func (m *Manifests) Run(ctx context.Context) error {
 	if err := m.Load(); err != nil && !isProblems(err) {
 		return err
 	}
-	rescan := time.NewTicker(cmpOr(m.Rescan, DefaultRescan))
+	rescan := time.NewTicker(cmp.Or(m.Rescan, DefaultRescan))
 	defer rescan.Stop()
+	// Armed by the first change. Since Go 1.23 a stopped timer delivers
+	// nothing, so there is no channel to drain.
 	debounce := time.NewTimer(0)
-	<-debounce.C
+	debounce.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -115,7 +118,7 @@ func (m *Manifests) Run(ctx context.Context) error {
 			if !ok {
 				return fmt.Errorf("watch manifest folder %s: watcher closed", m.Dir)
 			}
-			debounce.Reset(cmpOr(m.Debounce, DefaultDebounce))
+			debounce.Reset(cmp.Or(m.Debounce, DefaultDebounce))
 		case err, ok := <-w.Errors:
 			if ok {
 				// An overflow loses events: the next rescan repairs it.
@@ -145,13 +148,6 @@ func (m *Manifests) rescan(w *fsnotify.Watcher) {
 func isProblems(err error) bool {
 	var p Problem
 	return errors.As(err, &p)
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 func (m *Manifests) log() *zap.Logger {

@@ -1,8 +1,8 @@
 // Package translate turns one Kubernetes Service, its EndpointSlices and this
 // node's Node into the IPVS virtual servers, real servers and VIPs the node
 // should hold. Pure: no clients, no clock, no logging, no syscalls. The rules
-// follow kube-proxy's IPVS mode (pkg/proxy/ipvs, pkg/proxy/topology.go,
-// pkg/proxy/endpointslicecache.go) so that a node switched over sees no change.
+// follow kube-proxy's IPVS mode (its proxier, topology filtering and
+// EndpointSlice cache) so that a node switched over sees no change.
 package translate
 
 import (
