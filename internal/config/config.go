@@ -28,7 +28,7 @@ type Config struct {
 	NodePortAddresses []string // CIDRs or translate.NodePortPrimary
 	NodePortRange     model.PortRange
 	ExcludeCIDRs      []netip.Prefix
-	model.Families
+	model.Families    // --ipv4, --ipv6: handed alike to translation and the shim
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
@@ -40,7 +40,7 @@ type Config struct {
 	MasqueradeAll   bool
 	ClusterCIDRs    []netip.Prefix // at most one per family
 	StrictARP       bool
-	IptablesBackend shim.Backend
+	IptablesBackend shim.Backend // nft, legacy or detect ("")
 
 	Once   bool
 	DryRun bool
