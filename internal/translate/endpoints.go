@@ -15,6 +15,7 @@ import (
 type endpoint struct {
 	addr        netip.AddrPort
 	nodeName    string
+	pod         string
 	ready       bool
 	serving     bool
 	terminating bool
@@ -135,6 +136,9 @@ func newEndpoint(e *discoveryv1.Endpoint, port uint16, v6 bool, cfg Config) (end
 	if e.NodeName != nil {
 		ep.nodeName = *e.NodeName
 	}
+	if e.TargetRef != nil {
+		ep.pod = e.TargetRef.Name
+	}
 	if h := e.Hints; h != nil {
 		for _, z := range h.ForZones {
 			ep.zoneHints = append(ep.zoneHints, z.Name)
@@ -175,5 +179,17 @@ func sortedEndpoints(m map[netip.AddrPort]endpoint) []endpoint {
 		out = append(out, ep)
 	}
 	slices.SortFunc(out, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
+	return out
+}
+
+// endpointsOf exports sorted endpoints for views (VSMeta.Endpoints).
+func endpointsOf(eps []endpoint) []Endpoint {
+	if len(eps) == 0 {
+		return nil
+	}
+	out := make([]Endpoint, len(eps))
+	for i, ep := range eps {
+		out[i] = Endpoint{Addr: ep.addr, Pod: ep.pod, Node: ep.nodeName, Ready: ep.ready, Serving: ep.serving, Terminating: ep.terminating}
+	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
@@ -164,5 +165,46 @@ func TestNodePortOnCIDRAddresses(t *testing.T) {
 		addr 10.96.0.10`
 	if got := lines(render(r)); got != lines(want) {
 		t.Errorf("got:\n%s\nwant:\n%s", got, lines(want))
+	}
+}
+
+// TestMetaEndpoints checks what views learn about each real server: every
+// endpoint of the frontend's port and family (chosen or not), with its pod,
+// node and conditions, shared by the frontends of that port.
+func TestMetaEndpoints(t *testing.T) {
+	pod := func(name string) epOpt {
+		return func(e *discoveryv1.Endpoint) { e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: name} }
+	}
+	svc := service(typeOpt(corev1.ServiceTypeNodePort), portsOpt(svcPort("http", corev1.ProtocolTCP, 80, 30080)))
+	r := Service(svc, []*discoveryv1.EndpointSlice{v4(
+		ep("10.244.2.2", onNode("n2"), pod("web-2"), servingTerminating),
+		ep("10.244.1.2", onNode("n1"), pod("web-1")),
+		ep("10.244.3.2", notReady),
+	)}, testNode(), testConfig())
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var got []string
+	for _, s := range r.Services {
+		for _, e := range r.Meta[s.Key].Endpoints {
+			got = append(got, fmt.Sprintf("%s %s pod=%s node=%s r=%t s=%t t=%t", s.Key, e.Addr, e.Pod, e.Node, e.Ready, e.Serving, e.Terminating))
+		}
+	}
+	want := `
+		-t 10.96.0.10:80 10.244.1.2:8080 pod=web-1 node=n1 r=true s=true t=false
+		-t 10.96.0.10:80 10.244.2.2:8080 pod=web-2 node=n2 r=false s=true t=true
+		-t 10.96.0.10:80 10.244.3.2:8080 pod= node= r=false s=false t=false
+		-t 192.168.1.10:30080 10.244.1.2:8080 pod=web-1 node=n1 r=true s=true t=false
+		-t 192.168.1.10:30080 10.244.2.2:8080 pod=web-2 node=n2 r=false s=true t=true
+		-t 192.168.1.10:30080 10.244.3.2:8080 pod= node= r=false s=false t=false`
+	if g := lines(strings.Join(got, "\n")); g != lines(want) {
+		t.Errorf("got:\n%s\nwant:\n%s", g, lines(want))
+	}
+	m := r.Meta[model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)]
+	if e, ok := m.Endpoint(netip.MustParseAddrPort("10.244.2.2:8080")); !ok || e.Pod != "web-2" {
+		t.Errorf("Endpoint(10.244.2.2:8080) = %+v, %t", e, ok)
+	}
+	if _, ok := m.Endpoint(netip.MustParseAddrPort("10.244.2.2:9090")); ok {
+		t.Error("an endpoint found under another port")
 	}
 }

@@ -67,6 +67,30 @@ type VSMeta struct {
 	Kind          FrontendKind
 	SchedulerFrom string // "flag" or "annotation"
 	DrainTimeout  time.Duration
+	// Endpoints are the endpoints of the frontend's port and family, sorted
+	// by address: its real servers are chosen among them, so each real
+	// server finds the endpoint it stands for here, and so does one that
+	// left the choice (draining) while its endpoint is still listed. The
+	// frontends of one port share the slice; it must not be changed.
+	Endpoints []Endpoint
+}
+
+// Endpoint is what is known of the endpoint behind a real server, for
+// views: where it runs and its conditions as KEP-1672 defaults them.
+type Endpoint struct {
+	Addr                        netip.AddrPort
+	Pod                         string // the endpoint's target, a Pod's name; "" when none
+	Node                        string
+	Ready, Serving, Terminating bool
+}
+
+// Endpoint finds the endpoint behind a real server.
+func (m VSMeta) Endpoint(addr netip.AddrPort) (Endpoint, bool) {
+	i, ok := slices.BinarySearchFunc(m.Endpoints, addr, func(e Endpoint, a netip.AddrPort) int { return e.Addr.Compare(a) })
+	if !ok {
+		return Endpoint{}, false
+	}
+	return m.Endpoints[i], true
 }
 
 // Result is one Service's desired state.
@@ -191,6 +215,7 @@ type builder struct {
 // ClusterIP, say) the first kind in frontends' order wins.
 func (b *builder) addPort(p servicePort) {
 	reals := map[realsKey][]model.RealServer{}
+	endpoints := map[bool][]Endpoint{} // by family (v6)
 	for _, fe := range frontends(b.svc, p, b.nodePorts, b.cfg) {
 		key := model.NewVSKey(p.proto, fe.addr, fe.port)
 		if _, dup := b.services[key]; dup {
@@ -203,6 +228,9 @@ func (b *builder) addPort(p servicePort) {
 			rs = selectReals(eps, rk.local, b.cfg.NodeName, b.zone)
 			reals[rk] = rs
 		}
+		if _, ok := endpoints[rk.v6]; !ok {
+			endpoints[rk.v6] = endpointsOf(b.endpoints[portKey{name: p.name, proto: p.proto, v6: rk.v6}])
+		}
 		b.services[key] = b.newService(key, rs)
 		b.meta[key] = VSMeta{
 			Service:       b.name,
@@ -210,6 +238,7 @@ func (b *builder) addPort(p servicePort) {
 			Kind:          fe.kind,
 			SchedulerFrom: b.opts.schedulerFrom,
 			DrainTimeout:  b.opts.drainTimeout,
+			Endpoints:     endpoints[rk.v6],
 		}
 		if fe.kind.BindsVIP() {
 			b.vips[key.Addr] = struct{}{}
