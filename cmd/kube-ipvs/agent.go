@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,7 +66,16 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	rec := reconciler.New(reconcilerOptions(c, node, dp, src, m, log, stdout))
+	opt := reconcilerOptions(c, node, dp, src, m, log, stdout)
+	if !c.Once && !c.DryRun && c.DebugAddress != "" {
+		kernel, err := viewsDataplane(c, log)
+		if err != nil {
+			return err
+		}
+		defer kernel.Close()
+		opt.Views = kernel
+	}
+	rec := reconciler.New(opt)
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)
 	}
@@ -79,11 +87,11 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("source stopped", zap.Error(err))
 		}
 	}()
-	g := &guarded{rec: rec, src: src, node: node}
-	if err := serveDebug(ctx, c.DebugAddress, g, reg, log); err != nil {
+	v := views{rec: rec, node: node}
+	if err := serveDebug(ctx, c.DebugAddress, v, src, reg, log); err != nil {
 		return err
 	}
-	hc, syncHealth := healthChecks(g, log)
+	hc, syncHealth := healthChecks(v, log)
 	defer hc.Close()
 	waitSynced(ctx, src)
 	r := runner.Runner{
@@ -100,16 +108,27 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	return r.Run(ctx)
 }
 
+// viewsDataplane opens the kernel reader `kube-ipvs diff` uses: its own
+// sockets, apart from the sync's dataplane, whose calls are serialized, so
+// that a diff never queues behind a sync's kernel call. It only observes.
+func viewsDataplane(c config.Config, log *zap.Logger) (*linux.Dataplane, error) {
+	dp, err := linux.New(linux.Options{Logger: log.Named("views"), IptablesBackend: shim.Backend(c.IptablesBackend)})
+	if err != nil {
+		return nil, fmt.Errorf("open dataplane for views: %w", err)
+	}
+	return dp, nil
+}
+
 // serveDebug registers the scrape-time collectors and, when an address is
 // set, serves the debug views and /metrics on it in the background.
-func serveDebug(ctx context.Context, addr string, g *guarded, reg *prometheus.Registry, log *zap.Logger) error {
-	if err := errors.Join(reg.Register(metrics.NewTable(g.table)), reg.Register(metrics.NewChanges(g.src.store.ChangeCounts))); err != nil {
+func serveDebug(ctx context.Context, addr string, v views, src *input, reg *prometheus.Registry, log *zap.Logger) error {
+	if err := errors.Join(reg.Register(metrics.NewTable(v.table)), reg.Register(metrics.NewChanges(src.store.ChangeCounts))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	if addr == "" {
 		return nil
 	}
-	h := server.Handler(g, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go func() {
 		if err := server.Serve(ctx, addr, h, log.Named("server")); err != nil {
 			log.Error("debug server stopped", zap.Error(err))
@@ -129,13 +148,6 @@ func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
 	}
 	m, err := metrics.New(reg)
 	return reg, m, err
-}
-
-// table counts the kernel table for a scrape, between syncs.
-func (g *guarded) table() metrics.Table {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.rec.Table()
 }
 
 // queued forwards the store's change notifications to the runner, noting
@@ -186,19 +198,16 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 }
 
 // healthChecks serves the health-check node ports, and wraps a sync so
-// that after each one the ports and their local endpoint counts follow,
-// and the ports answer 503 while syncs fail.
-func healthChecks(g *guarded, log *zap.Logger) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
-	var healthy atomic.Bool
-	healthy.Store(true)
-	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: healthy.Load})
+// that after each one the ports and their local endpoint counts follow the
+// published view, and the ports answer 503 while syncs fail.
+func healthChecks(v views, log *zap.Logger) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
+	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: v.healthy})
 	return hc, func(ctx context.Context, full bool) (time.Duration, error) {
-		d, err := g.sync(ctx, full)
-		healthy.Store(err == nil)
-		if herr := hc.Sync(g.rec.HealthChecks()); herr != nil {
+		st, err := v.rec.Sync(ctx, full)
+		if herr := hc.Sync(v.rec.View().HealthChecks()); herr != nil {
 			log.Warn("health check ports", zap.Error(herr))
 		}
-		return d, err
+		return st.Requeue, err
 	}
 }
 

@@ -7,56 +7,45 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
-	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
 
-// guarded serializes syncs and inspections of one reconciler: the
-// reconciler itself is single-threaded by design.
-type guarded struct {
-	mu   sync.Mutex
+// views answers /healthz, /metrics' table, the debug endpoints and the
+// health-check ports from what the reconciler published after its last
+// sync. None of them takes a lock or waits for a sync (the runner alone
+// calls Sync), so a sync stuck in the kernel never stalls them.
+type views struct {
 	rec  *reconciler.Reconciler
-	src  *input
 	node string
 }
 
-func (g *guarded) sync(ctx context.Context, full bool) (time.Duration, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	st, err := g.rec.Sync(ctx, full)
-	return st.Requeue, err
-}
+// LastSync implements server.Inspector.
+func (v views) LastSync() status.Sync { return status.SyncOf(v.rec.View().Last) }
 
 // Status implements server.Inspector.
-func (g *guarded) Status() status.Report {
-	g.mu.Lock()
-	in := g.rec.Inspect()
-	g.mu.Unlock()
-	return status.Build(g.node, in, func(n model.ServiceName) []*discoveryv1.EndpointSlice {
-		_, slices := g.src.store.Service(n)
-		return slices
-	})
-}
+func (v views) Status() status.Report { return status.Build(v.node, v.rec.View()) }
 
 // Drift implements server.Inspector.
-func (g *guarded) Drift(ctx context.Context) ([]string, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ops, err := g.rec.Drift(ctx)
+func (v views) Drift(ctx context.Context) ([]string, error) {
+	ops, err := v.rec.Drift(ctx)
 	lines := make([]string, len(ops))
 	for i, op := range ops {
 		lines[i] = op.String()
 	}
 	return lines, err
 }
+
+// table counts the kernel table for a scrape.
+func (v views) table() metrics.Table { return v.rec.View().Table() }
+
+// healthy tells the health-check ports whether the last sync succeeded.
+func (v views) healthy() bool { return v.rec.View().Last.Err == nil }
 
 // runStatus prints the running agent's annotated view of this node.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -21,7 +21,8 @@ type TableCollector struct {
 }
 
 // NewTable returns a collector calling read on every scrape; read must be
-// safe to call concurrently with syncs (the caller serializes).
+// safe to call concurrently with syncs, and must not wait for one (the
+// agent reads the reconciler's published view).
 func NewTable(read func() Table) *TableCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &TableCollector{read: read, descs: [5]*prometheus.Desc{

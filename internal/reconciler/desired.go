@@ -22,6 +22,11 @@ type desiredSet struct {
 	// setRefs counts the Services that need a set member (two Services may
 	// share an endpoint, hence a hairpin member).
 	setRefs map[model.SetEntry]int
+	// checks are the health checks of the Services that have one, so that
+	// listing them does not walk every Service; checksChanged tells the
+	// publisher to list them again.
+	checks        map[model.ServiceName]translate.HealthCheck
+	checksChanged bool
 }
 
 func newDesiredSet() desiredSet {
@@ -31,6 +36,7 @@ func newDesiredSet() desiredSet {
 		owner:    map[model.VSKey]model.ServiceName{},
 		addrRefs: map[netip.Addr]int{},
 		setRefs:  map[model.SetEntry]int{},
+		checks:   map[model.ServiceName]translate.HealthCheck{},
 	}
 }
 
@@ -66,6 +72,10 @@ func (d *desiredSet) replace(name model.ServiceName, res translate.Result, scope
 	if len(kept.Services) > 0 || len(kept.Addrs) > 0 || len(kept.SetEntries) > 0 || kept.HealthCheck != nil {
 		d.results[name] = kept
 	}
+	if res.HealthCheck != nil {
+		d.checks[name] = *res.HealthCheck
+		d.checksChanged = true
+	}
 	return conflicts
 }
 
@@ -76,6 +86,10 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 		return
 	}
 	delete(d.results, name)
+	if _, ok := d.checks[name]; ok {
+		delete(d.checks, name)
+		d.checksChanged = true
+	}
 	for _, svc := range old.Services {
 		delete(d.owner, svc.Key)
 		delete(d.state.Services, svc.Key)
@@ -102,15 +116,11 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 // by name.
 func (d *desiredSet) healthChecks() []translate.HealthCheck {
 	byPort := map[uint16]translate.HealthCheck{}
-	for _, res := range d.results {
-		hc := res.HealthCheck
-		if hc == nil {
-			continue
-		}
+	for _, hc := range d.checks {
 		if old, ok := byPort[hc.Port]; ok && old.Service.Compare(hc.Service) < 0 {
 			continue
 		}
-		byPort[hc.Port] = *hc
+		byPort[hc.Port] = hc
 	}
 	out := make([]translate.HealthCheck, 0, len(byPort))
 	for _, hc := range byPort {

@@ -25,8 +25,9 @@ func TestDriftIsEmptyAtSteadyStateAndShowsChanges(t *testing.T) {
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("drift at steady state (with a drain): %v %v", ops, err)
 	}
-	if in := r.rec.Inspect(); len(in.Draining) != 1 || in.Meta[vs].Service.Name != "web" {
-		t.Fatalf("inspection: draining=%v meta=%+v", in.Draining, in.Meta[vs])
+	v := r.rec.View()
+	if s, _ := v.Server(vs); len(v.drains) != 1 || s.Meta.Service.Name != "web" {
+		t.Fatalf("view: draining=%v server=%+v", v.drains, s)
 	}
 	ctx := context.Background()
 	if err := r.fake.DeleteAddr(ctx, netip.MustParseAddr("10.96.0.53")); err != nil {

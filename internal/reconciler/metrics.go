@@ -37,24 +37,6 @@ func (s *syncMetrics) synced(st Status) {
 	})
 }
 
-// Table counts what the agent holds in the kernel now. It walks every
-// virtual server, so it is meant for a metrics scrape, not for each sync;
-// like Sync it must not run concurrently with other calls.
-func (r *Reconciler) Table() metrics.Table {
-	t := metrics.Table{
-		BoundVIPs: len(r.observed.Addrs),
-		Draining:  len(r.drains),
-		Invalid:   len(r.metrics.invalid),
-	}
-	for k := range r.desired.state.Services {
-		if have, ok := r.observed.Services[k]; ok {
-			t.VirtualServers++
-			t.RealServers += len(have.Reals)
-		}
-	}
-	return t
-}
-
 // knownOps makes every operation kind show in the counters from the
 // start, at zero, so a dashboard's rate() has a series before the first one.
 func knownOps(m *metrics.Metrics) {

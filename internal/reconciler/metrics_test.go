@@ -34,7 +34,7 @@ func (r *rig) withMetrics() *prometheus.Registry {
 	if err := r.rec.Init(context.Background()); err != nil {
 		r.t.Fatal(err)
 	}
-	reg.MustRegister(metrics.NewTable(r.rec.Table))
+	reg.MustRegister(metrics.NewTable(func() metrics.Table { return r.rec.View().Table() }))
 	return reg
 }
 

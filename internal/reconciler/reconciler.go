@@ -15,6 +15,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
@@ -23,6 +24,11 @@ import (
 // Recorder reports a Service's problem to its owner (a Kubernetes Event).
 type Recorder interface {
 	ServiceWarning(name model.ServiceName, reason, message string)
+}
+
+// Observer reads the whole kernel state.
+type Observer interface {
+	Observe(ctx context.Context) (dataplane.Observation, error)
 }
 
 // Options wire a reconciler.
@@ -38,16 +44,21 @@ type Options struct {
 	// Translate's: the caller hands both the one it was configured with.
 	Shim shim.Config
 	// DryRun prints the operations to Out instead of applying them.
-	DryRun   bool
-	Out      io.Writer
-	Log      *zap.Logger
+	DryRun bool
+	Out    io.Writer
+	Log    *zap.Logger
+	// Views observes the kernel for Drift, apart from Dataplane so that a
+	// diff never queues behind a sync's kernel call (the linux dataplane
+	// serializes its calls); nil: Dataplane.
+	Views    Observer
 	Recorder Recorder         // may be nil
 	Now      func() time.Time // nil: time.Now
 	Metrics  *metrics.Metrics // may be nil
 }
 
-// Reconciler keeps the kernel in step with the store. Not safe for
-// concurrent use: the runner calls Sync from one goroutine.
+// Reconciler keeps the kernel in step with the store. Sync is called from
+// one goroutine only (the runner's); View and Drift are safe from any
+// goroutine at any time, and never wait for a sync.
 type Reconciler struct {
 	opt Options
 	log *zap.Logger
@@ -60,8 +71,12 @@ type Reconciler struct {
 
 	desired desiredSet
 	drains  map[dataplane.RealRef]time.Time
-	last    Status
 	metrics syncMetrics
+
+	// touched is what the running sync may change (its scope), for publish;
+	// pub holds what views read.
+	touched plan.Scope
+	pub     publisher
 }
 
 // New returns a reconciler; call Init before the first Sync.
@@ -73,13 +88,16 @@ func New(opt Options) *Reconciler {
 		opt.Log = zap.NewNop()
 	}
 	knownOps(opt.Metrics)
-	return &Reconciler{
+	r := &Reconciler{
 		opt:     opt,
 		log:     opt.Log.Named("reconciler"),
 		desired: newDesiredSet(),
 		drains:  map[dataplane.RealRef]time.Time{},
 		metrics: syncMetrics{m: opt.Metrics},
 	}
+	r.pub.reset()
+	r.pub.store(Status{}, nil, 0)
+	return r
 }
 
 // Init prepares the node (link, sysctls, IPVS timeouts). A dry run changes
@@ -96,16 +114,3 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	}
 	return r.opt.Dataplane.SetTimeouts(ctx, r.opt.Timeouts)
 }
-
-// HealthChecks lists the health-check node ports of the Services held,
-// with their local endpoint counts as of the last sync.
-func (r *Reconciler) HealthChecks() []translate.HealthCheck { return r.desired.healthChecks() }
-
-// Desired returns the whole desired state (a copy), for inspection.
-func (r *Reconciler) Desired() model.State { return r.desired.state.Clone() }
-
-// Observed returns the cached observed state (a copy), for inspection.
-func (r *Reconciler) Observed() model.State { return r.observed.Clone() }
-
-// Last returns the status of the last sync.
-func (r *Reconciler) Last() Status { return r.last }

@@ -50,7 +50,7 @@ set KUBE-IPVS-NO-ENDPOINTS 192.0.2.20,tcp:80
 	if got := setLines(r.fake.Dump()); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
 	}
-	if hc := r.rec.HealthChecks(); len(hc) != 1 || hc[0].Port != 32100 || hc[0].LocalEndpoints != 0 {
+	if hc := r.rec.View().HealthChecks(); len(hc) != 1 || hc[0].Port != 32100 || hc[0].LocalEndpoints != 0 {
 		t.Fatalf("health checks %+v", hc)
 	}
 	// A local endpoint: the reject goes, the hairpin member comes, the
@@ -67,13 +67,13 @@ set KUBE-IPVS-LOOP-BACK 10.244.1.7,tcp:8080,10.244.1.7
 	if got := setLines(r.fake.Dump()); got != want {
 		t.Fatalf("members with an endpoint:\n%s\nwant:\n%s", got, want)
 	}
-	if hc := r.rec.HealthChecks(); len(hc) != 1 || hc[0].LocalEndpoints != 1 {
+	if hc := r.rec.View().HealthChecks(); len(hc) != 1 || hc[0].LocalEndpoints != 1 {
 		t.Fatalf("health checks %+v", hc)
 	}
 	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "lb"})
 	r.sync(false)
-	if got := setLines(r.fake.Dump()); got != "" || len(r.rec.HealthChecks()) != 0 {
-		t.Fatalf("after delete: members\n%s health checks %v", got, r.rec.HealthChecks())
+	if got := setLines(r.fake.Dump()); got != "" || len(r.rec.View().HealthChecks()) != 0 {
+		t.Fatalf("after delete: members\n%s health checks %v", got, r.rec.View().HealthChecks())
 	}
 }
 

@@ -80,6 +80,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.O
 	if st.Full {
 		scope = r.everything()
 	}
+	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
 	desired := scope.Of(r.desired.state)
 	observed := scope.Of(r.observed)
@@ -103,8 +104,8 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.O
 func (r *Reconciler) finish(st Status, err error) (Status, error) {
 	st.Err = err
 	st.Duration = r.opt.Now().Sub(st.Time)
-	r.last = st
 	r.metrics.synced(st)
+	r.publish(st)
 	if err != nil {
 		r.needFull = true
 		return st, err

@@ -25,8 +25,11 @@ const (
 	PathMetrics = "/metrics"
 )
 
-// Inspector is what the agent exposes to the server.
+// Inspector is what the agent exposes to the server. Its methods are
+// called from request goroutines while syncs run; none may wait for one.
 type Inspector interface {
+	// LastSync is the outcome of the last sync.
+	LastSync() status.Sync
 	// Status is the annotated view of the node.
 	Status() status.Report
 	// Drift is what the agent would change now, one ipvsadm-style line each.
@@ -44,11 +47,11 @@ func Handler(in Inspector, metrics http.Handler) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
-		rep := in.Status()
-		if rep.LastSync.Time.IsZero() || rep.LastSync.Error != "" {
+		last := in.LastSync()
+		if last.Time.IsZero() || last.Error != "" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		writeJSON(w, rep.LastSync)
+		writeJSON(w, last)
 	})
 	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, in.Status())

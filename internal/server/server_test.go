@@ -19,6 +19,7 @@ type inspector struct {
 	err   error
 }
 
+func (i inspector) LastSync() status.Sync                   { return i.rep.LastSync }
 func (i inspector) Status() status.Report                   { return i.rep }
 func (i inspector) Drift(context.Context) ([]string, error) { return i.drift, i.err }
 

@@ -1,7 +1,8 @@
 // Package status builds the annotated view of a node that `kube-ipvs
 // status` prints: each virtual server with the Service it serves and why it
 // has its scheduler, each real server with the endpoint behind it, the VIPs
-// bound and the last sync's outcome. Pure: values in, values out.
+// bound and the last sync's outcome. Pure: it reads the reconciler's
+// published view and nothing else.
 package status
 
 import (
@@ -9,8 +10,6 @@ import (
 	"net/netip"
 	"slices"
 	"time"
-
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -59,32 +58,39 @@ type Real struct {
 	Weight int            `json:"weight"` // in the kernel (-1: not there)
 	Pod    string         `json:"pod,omitempty"`
 	Node   string         `json:"node,omitempty"`
-	// State is ready, serving-terminating, terminating, draining (left its
-	// slice, kept at weight 0 for its connections) or unknown.
-	State         string     `json:"state"`
+	State  RealState      `json:"state"`
+	// DrainingSince is set when State is Draining.
 	DrainingSince *time.Time `json:"drainingSince,omitempty"`
 }
 
-// Slices returns a Service's EndpointSlices (from the agent's store).
-type Slices func(model.ServiceName) []*discoveryv1.EndpointSlice
+// RealState is what a real server is doing, as status names it.
+type RealState string
 
-// Build annotates an inspection of the reconciler.
-func Build(node string, in reconciler.Inspection, endpoints Slices) Report {
-	rep := Report{Node: node, LastSync: syncOf(in.Last), VIPs: in.Observed.SortedAddrs()}
-	keys := slices.Collect(maps.Keys(in.Desired.Services))
-	for k := range in.Observed.Services {
-		if _, ok := in.Desired.Services[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, model.VSKey.Compare)
-	for _, k := range keys {
-		rep.VirtualServers = append(rep.VirtualServers, virtualServer(k, in, endpoints))
+// The states of a real server: its endpoint's conditions as KEP-1669 reads
+// them, Draining when it left its Service and is kept at weight 0 for its
+// connections, Unknown when no endpoint stands behind it (a foreign
+// virtual server, or a real server the kernel holds but no slice lists).
+const (
+	Ready              RealState = "ready"
+	ServingTerminating RealState = "serving-terminating"
+	Terminating        RealState = "terminating"
+	NotReady           RealState = "not-ready"
+	Draining           RealState = "draining"
+	Unknown            RealState = "unknown"
+)
+
+// Build annotates the reconciler's published view.
+func Build(node string, v *reconciler.View) Report {
+	rep := Report{Node: node, LastSync: SyncOf(v.Last), VIPs: v.VIPs()}
+	for _, k := range v.Keys() {
+		s, _ := v.Server(k)
+		rep.VirtualServers = append(rep.VirtualServers, virtualServer(k, s, v))
 	}
 	return rep
 }
 
-func syncOf(s reconciler.Status) Sync {
+// SyncOf reports a sync's outcome.
+func SyncOf(s reconciler.Status) Sync {
 	out := Sync{Time: s.Time, Full: s.Full, Ops: s.Ops, Failed: s.Failed, Draining: s.Draining, Seconds: s.Duration.Seconds()}
 	if s.Err != nil {
 		out.Error = s.Err.Error()
@@ -92,24 +98,21 @@ func syncOf(s reconciler.Status) Sync {
 	return out
 }
 
-func virtualServer(k model.VSKey, in reconciler.Inspection, endpoints Slices) VirtualServer {
-	want, wanted := in.Desired.Services[k]
-	have, inKernel := in.Observed.Services[k]
-	src := want
-	if !wanted {
-		src = have
+func virtualServer(k model.VSKey, s *reconciler.Server, v *reconciler.View) VirtualServer {
+	src := s.Desired
+	if src == nil {
+		src = s.Observed
 	}
-	vs := VirtualServer{Key: k.String(), Scheduler: string(src.Scheduler), InKernel: inKernel, Wanted: wanted}
+	vs := VirtualServer{Key: k.String(), Scheduler: string(src.Scheduler), InKernel: s.Observed != nil, Wanted: s.Desired != nil}
 	if src.Flags&model.FlagPersistent != 0 {
 		vs.Persistent = src.Timeout
 	}
-	var eps map[netip.Addr]discoveryv1.Endpoint
-	if m, ok := in.Meta[k]; ok {
+	if s.Desired != nil {
+		m := s.Meta
 		vs.Service, vs.Port, vs.Kind, vs.SchedulerFrom = m.Service.String(), m.PortName, string(m.Kind), m.SchedulerFrom
-		eps = endpointsByAddr(endpoints(m.Service))
 	}
-	for _, r := range reals(want, have) {
-		vs.Reals = append(vs.Reals, real(k, r, want, have, eps, in.Draining))
+	for _, addr := range reals(s.Desired, s.Observed) {
+		vs.Reals = append(vs.Reals, real(k, addr, s, v))
 	}
 	return vs
 }
@@ -127,56 +130,32 @@ func reals(want, have *model.Service) []netip.AddrPort {
 	return slices.SortedFunc(maps.Keys(addrs), netip.AddrPort.Compare)
 }
 
-func real(k model.VSKey, addr netip.AddrPort, want, have *model.Service, eps map[netip.Addr]discoveryv1.Endpoint, draining map[dataplane.RealRef]time.Time) Real {
-	r := Real{Addr: addr, Weight: -1, State: "unknown"}
-	if have != nil {
-		if rs, ok := have.Reals[addr]; ok {
+func real(k model.VSKey, addr netip.AddrPort, s *reconciler.Server, v *reconciler.View) Real {
+	r := Real{Addr: addr, Weight: -1, State: Unknown}
+	if s.Observed != nil {
+		if rs, ok := s.Observed.Reals[addr]; ok {
 			r.Weight = rs.Weight
 		}
 	}
-	if since, ok := draining[dataplane.RealRef{VS: k, RS: addr}]; ok {
-		r.State, r.DrainingSince = "draining", &since
+	ep, known := s.Meta.Endpoint(addr)
+	if known {
+		r.Pod, r.Node, r.State = ep.Pod, ep.Node, conditions(ep)
 	}
-	ep, ok := eps[addr.Addr()]
-	if !ok {
-		return r
-	}
-	if ep.TargetRef != nil {
-		r.Pod = ep.TargetRef.Name
-	}
-	if ep.NodeName != nil {
-		r.Node = *ep.NodeName
-	}
-	if r.DrainingSince == nil {
-		r.State = conditions(ep.Conditions)
+	if since, ok := v.DrainingSince(dataplane.RealRef{VS: k, RS: addr}); ok {
+		r.State, r.DrainingSince = Draining, &since
 	}
 	return r
 }
 
 // conditions names an endpoint's state as KEP-1669 reads its conditions.
-func conditions(c discoveryv1.EndpointConditions) string {
-	ready, serving, terminating := translate.Conditions(c)
+func conditions(ep translate.Endpoint) RealState {
 	switch {
-	case ready && !terminating:
-		return "ready"
-	case serving && terminating:
-		return "serving-terminating"
-	case terminating:
-		return "terminating"
+	case ep.Ready && !ep.Terminating:
+		return Ready
+	case ep.Serving && ep.Terminating:
+		return ServingTerminating
+	case ep.Terminating:
+		return Terminating
 	}
-	return "not-ready"
-}
-
-func endpointsByAddr(eps []*discoveryv1.EndpointSlice) map[netip.Addr]discoveryv1.Endpoint {
-	out := map[netip.Addr]discoveryv1.Endpoint{}
-	for _, s := range eps {
-		for _, ep := range s.Endpoints {
-			for _, a := range ep.Addresses {
-				if ip, err := netip.ParseAddr(a); err == nil {
-					out[ip] = ep
-				}
-			}
-		}
-	}
-	return out
+	return NotReady
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -10,55 +11,89 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
 func ptr[T any](v T) *T { return &v }
 
+func webService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: map[string]string{translate.AnnotationScheduler: "sh"}},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports:           []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+			SessionAffinity: corev1.ServiceAffinityClientIP,
+		},
+	}
+}
+
+// webSlice lists web's endpoints: web-1 ready on node-a, web-2 serving
+// while terminating on node-b, and web-3 (ready on node-a) unless gone.
+func webSlice(withWeb3 bool) *discoveryv1.EndpointSlice {
+	ep := func(addr, pod, node string, c discoveryv1.EndpointConditions) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr(node), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: pod}, Conditions: c}
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+		Endpoints: []discoveryv1.Endpoint{
+			ep("10.244.1.2", "web-1", "node-a", discoveryv1.EndpointConditions{}),
+			ep("10.244.2.2", "web-2", "node-b", discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}),
+		},
+	}
+	if withWeb3 {
+		s.Endpoints = append(s.Endpoints, ep("10.244.3.2", "web-3", "node-a", discoveryv1.EndpointConditions{}))
+	}
+	return s
+}
+
+// TestReport builds a report from what a reconciler published after real
+// syncs on the fake kernel: a Service with its endpoints (pod, node and
+// conditions carried from translate), a real server draining, a foreign
+// virtual server and a failed sync.
 func TestReport(t *testing.T) {
 	now := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clock := now.Add(-45 * time.Second)
+	kernel, store := fake.New(), snapshot.NewStore()
+	rec := reconciler.New(reconciler.Options{
+		Dataplane: kernel, Store: store, Now: func() time.Time { return clock },
+		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
+	})
+	ctx := context.Background()
+	if err := rec.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
 	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-	foreign := model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)
-	rs := func(a string, w int) model.RealServer {
-		return model.RealServer{Addr: netip.MustParseAddrPort(a), Weight: w}
+	foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443), Scheduler: "wlc"}
+	if err := kernel.AddService(ctx, foreign); err != nil {
+		t.Fatal(err)
 	}
-	svc := func(k model.VSKey, sched model.Scheduler, reals ...model.RealServer) *model.Service {
-		s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
-		for _, r := range reals {
-			s.Reals[r.Addr] = r
-		}
-		return s
+	store.SetService(webService())
+	store.SetSlice(webSlice(true))
+	if _, err := rec.Sync(ctx, false); err != nil {
+		t.Fatal(err)
 	}
-	desired := model.NewState()
-	desired.Services[web] = svc(web, "sh", rs("10.244.1.2:8080", 1), rs("10.244.2.2:8080", 0))
-	desired.Services[web].Flags, desired.Services[web].Timeout = model.FlagPersistent, 10800
-	desired.Addrs[web.Addr] = struct{}{}
-	observed := desired.Clone()
-	observed.Services[web].Reals[netip.MustParseAddrPort("10.244.3.2:8080")] = rs("10.244.3.2:8080", 0)
-	observed.Services[foreign] = svc(foreign, "wlc")
-	name := model.ServiceName{Namespace: "default", Name: "web"}
-	in := reconciler.Inspection{
-		Desired: desired, Observed: observed,
-		Meta:     map[model.VSKey]translate.VSMeta{web: {Service: name, PortName: "http", Kind: "ClusterIP", SchedulerFrom: "annotation"}},
-		Draining: map[dataplane.RealRef]time.Time{{VS: web, RS: netip.MustParseAddrPort("10.244.3.2:8080")}: now.Add(-42 * time.Second)},
-		Last:     reconciler.Status{Time: now.Add(-3 * time.Second), Ops: 2, Draining: 1, Duration: 1500 * time.Microsecond, Err: errors.New("boom")},
+	// web-3 leaves its slice with a connection open: it drains (and, its
+	// endpoint gone, shows no pod). Removing
+	// its hairpin set member fails.
+	kernel.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.3.2:8080")}, model.Conns{Active: 1})
+	kernel.FailNext("DeleteSetEntry", errors.New("boom"))
+	clock = now.Add(-42 * time.Second)
+	store.SetSlice(webSlice(false))
+	if _, err := rec.Sync(ctx, false); err == nil {
+		t.Fatal("the second sync did not fail")
 	}
-	slices := func(n model.ServiceName) []*discoveryv1.EndpointSlice {
-		if n != name {
-			t.Fatalf("asked for %s", n)
-		}
-		return []*discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.244.1.2"}, NodeName: ptr("node-a"), TargetRef: &corev1.ObjectReference{Name: "web-1"}},
-			{Addresses: []string{"10.244.2.2"}, NodeName: ptr("node-b"), TargetRef: &corev1.ObjectReference{Name: "web-2"},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
-		}}}
-	}
-	rep := Build("node-a", in, slices)
-	want := `node node-a; last sync 3s ago (incremental, 2 ops, 0 failed, 1 draining, took 1.5ms): FAILED: boom
+
+	rep := Build("node-a", rec.View())
+	want := `node node-a; last sync 42s ago (incremental, 2 ops, 1 failed, 1 draining, took 0s): FAILED: ipset del KUBE-IPVS-LOOP-BACK 10.244.3.2,tcp:8080,10.244.3.2: boom
 VIPs on kube-ipvs0: 10.96.0.10
 
 -t 10.96.0.10:80 sh (annotation) persistent 10800  default/web port http (ClusterIP)
@@ -72,7 +107,8 @@ VIPs on kube-ipvs0: 10.96.0.10
 		t.Fatalf("text:\n%s\nwant:\n%s", got, want)
 	}
 	js, err := json.Marshal(rep)
-	if err != nil || !strings.Contains(string(js), `"drainingSince":"2026-11-30T01:59:18Z"`) || !strings.Contains(string(js), `"schedulerFrom":"annotation"`) {
+	if err != nil || !strings.Contains(string(js), `"drainingSince":"2026-11-30T01:59:18Z"`) || !strings.Contains(string(js), `"schedulerFrom":"annotation"`) ||
+		!strings.Contains(string(js), `"state":"serving-terminating"`) {
 		t.Fatalf("json: %s (%v)", js, err)
 	}
 }

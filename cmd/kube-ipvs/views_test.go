@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/server"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// stuckKernel is the fake kernel whose AddReal, once armed, blocks until
+// released: a sync stuck in a kernel call. Like the linux dataplane it
+// serializes its calls, so whoever shares it waits behind the stuck one.
+type stuckKernel struct {
+	*fake.Fake
+	mu      sync.Mutex
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (k *stuckKernel) Observe(ctx context.Context) (dataplane.Observation, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.Fake.Observe(ctx)
+}
+
+func (k *stuckKernel) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.armed.CompareAndSwap(true, false) {
+		k.entered <- struct{}{}
+		<-k.release
+	}
+	return k.Fake.AddReal(ctx, vs, rs)
+}
+
+func webSlice(addrs ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new(string), Protocol: new(corev1.ProtocolTCP), Port: new(int32(8080))}},
+	}
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}})
+	}
+	return s
+}
+
+// TestViewsAnswerWhileASyncIsStuck runs the agent's sync (the runner's
+// function, with its health-check wrapper) into a kernel call that does not
+// return, and asks every view meanwhile: /healthz, /debug/status,
+// /debug/diff, /metrics and the health-check ports' verdict answer at once,
+// from the sync before. Then the sync is let go and the views follow it.
+func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
+	kernel := &stuckKernel{Fake: fake.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	store := snapshot.NewStore()
+	rec := reconciler.New(reconciler.Options{
+		// Views reads the same kernel through its own handle, as the agent's
+		// second dataplane does.
+		Dataplane: kernel, Views: kernel.Fake, Store: store,
+		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
+	})
+	ctx := context.Background()
+	if err := rec.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg, _, err := newMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := views{rec: rec, node: "node-a"}
+	src := &input{store: store}
+	if err := serveDebug(ctx, "", v, src, reg, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hc, sync := healthChecks(v, zap.NewNop())
+	defer hc.Close()
+
+	store.SetService(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80}}},
+	})
+	store.SetSlice(webSlice("10.244.1.2"))
+	if _, err := sync(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+
+	store.SetSlice(webSlice("10.244.1.2", "10.244.2.2"))
+	kernel.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sync(ctx, false)
+		done <- err
+	}()
+	<-kernel.entered // the sync now waits in AddReal
+
+	answered := make(chan map[string]string, 1)
+	go func() {
+		got := map[string]string{}
+		for _, path := range []string{server.PathHealth, server.PathStatus, server.PathDiff, server.PathMetrics} {
+			rr := httptest.NewRecorder()
+			h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, path, nil))
+			got[path] = rr.Result().Status + "\n" + rr.Body.String()
+		}
+		got["healthy"] = map[bool]string{true: "yes", false: "no"}[v.healthy()]
+		answered <- got
+	}()
+	var got map[string]string
+	select {
+	case got = <-answered:
+	case <-time.After(10 * time.Second):
+		// Only reached when a view waits for the sync: a failure.
+		t.Fatal("the views did not answer while a sync was stuck in the kernel")
+	}
+	for path, want := range map[string][]string{
+		server.PathHealth:  {"200 OK", `"ops": 5`},
+		server.PathStatus:  {"200 OK", `"addr": "10.244.1.2:8080"`, `"state": "ready"`},
+		server.PathDiff:    {"200 OK", `"ops": []`},
+		server.PathMetrics: {"200 OK", "\nkube_ipvs_real_servers 1\n", "\nkube_ipvs_virtual_servers 1\n"},
+		"healthy":          {"yes"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(got[path], w) {
+				t.Errorf("%s during the stuck sync lacks %q:\n%s", path, w, got[path])
+			}
+		}
+	}
+	if strings.Contains(got[server.PathStatus], "10.244.2.2") {
+		t.Errorf("status shows the stuck sync's real server before it was applied:\n%s", got[server.PathStatus])
+	}
+
+	close(kernel.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rep := v.Status()
+	web, _ := rec.View().Server(model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80))
+	if len(rep.VirtualServers) != 1 || len(rep.VirtualServers[0].Reals) != 2 || len(web.Observed.Reals) != 2 || v.table().RealServers != 2 {
+		t.Fatalf("after the sync the views did not follow: %+v", rep)
+	}
+}

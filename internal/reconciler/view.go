@@ -1,0 +1,211 @@
+package reconciler
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// View is what the reconciler knew when its last sync ended, published
+// whole so that the views (/healthz, /metrics, status, diff, the
+// health-check ports) read it from any goroutine without a lock: a sync
+// stuck in the kernel never stalls them, they just see the sync before.
+// A View is immutable; what it returns is shared and must not be changed.
+type View struct {
+	// Last is the outcome of the last sync (zero before the first).
+	Last Status
+
+	servers      shardedMap[model.VSKey, *Server]     // wanted or in the kernel
+	vips         shardedMap[netip.Addr, struct{}]     // bound on the link
+	addrs        shardedMap[netip.Addr, struct{}]     // wanted on the link
+	sets         shardedMap[model.SetEntry, struct{}] // wanted set members
+	drains       map[dataplane.RealRef]time.Time      // since when each drains
+	invalid      int                                  // Services that failed to translate
+	healthChecks []translate.HealthCheck
+}
+
+// Server is one virtual server as the last sync left it.
+type Server struct {
+	Desired  *model.Service // nil: not wanted (a foreign one)
+	Observed *model.Service // nil: not in the kernel, as far as the agent knows
+	// Meta says where a wanted virtual server comes from, with the
+	// endpoints behind its real servers.
+	Meta translate.VSMeta
+}
+
+// Keys lists the virtual servers wanted or in the kernel, in listing order.
+func (v *View) Keys() []model.VSKey {
+	keys := make([]model.VSKey, 0, v.servers.len())
+	for k := range v.servers.all() {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, model.VSKey.Compare)
+	return keys
+}
+
+// Server returns one virtual server.
+func (v *View) Server(k model.VSKey) (*Server, bool) { return v.servers.get(k) }
+
+// VIPs lists the addresses bound on the link, in order.
+func (v *View) VIPs() []netip.Addr {
+	out := make([]netip.Addr, 0, v.vips.len())
+	for a := range v.vips.all() {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// DrainingSince tells since when a real server that left its Service is
+// kept at weight 0 for its connections.
+func (v *View) DrainingSince(ref dataplane.RealRef) (time.Time, bool) {
+	t, ok := v.drains[ref]
+	return t, ok
+}
+
+// HealthChecks lists the health-check node ports of the Services held, by
+// port, with their local endpoint counts.
+func (v *View) HealthChecks() []translate.HealthCheck { return v.healthChecks }
+
+// Desired assembles the whole desired state. Its maps are new; its
+// services are shared and must not be changed (drain clones the ones it
+// changes).
+func (v *View) Desired() model.State {
+	s := model.NewState()
+	for k, srv := range v.servers.all() {
+		if srv.Desired != nil {
+			s.Services[k] = srv.Desired
+		}
+	}
+	maps.Insert(s.Addrs, v.addrs.all())
+	maps.Insert(s.Sets, v.sets.all())
+	return s
+}
+
+// drainTimeout is Reconciler.drainTimeout as of this view.
+func (v *View) drainTimeout(def time.Duration) func(model.VSKey) time.Duration {
+	return func(k model.VSKey) time.Duration {
+		if s, ok := v.servers.get(k); ok && s.Desired != nil {
+			return s.Meta.DrainTimeout
+		}
+		return def
+	}
+}
+
+// Table counts what the agent holds in the kernel, for a metrics scrape.
+// Counting walks every virtual server, which is why a scrape does it on
+// the view rather than each sync.
+func (v *View) Table() metrics.Table {
+	t := metrics.Table{BoundVIPs: v.vips.len(), Draining: len(v.drains), Invalid: v.invalid}
+	for _, s := range v.servers.all() {
+		if s.Desired != nil && s.Observed != nil {
+			t.VirtualServers++
+			t.RealServers += len(s.Observed.Reals)
+		}
+	}
+	return t
+}
+
+// View returns what the last sync published. Safe from any goroutine.
+func (r *Reconciler) View() *View { return r.pub.view.Load() }
+
+// publisher is the reconciler's side of the views: the maps it keeps in
+// step with its own state, copy on write, and the last View it published.
+type publisher struct {
+	servers cowMap[model.VSKey, *Server]
+	vips    cowMap[netip.Addr, struct{}]
+	addrs   cowMap[netip.Addr, struct{}]
+	sets    cowMap[model.SetEntry, struct{}]
+	checks  []translate.HealthCheck
+	view    atomic.Pointer[View]
+}
+
+func (p *publisher) reset() {
+	p.servers = newCowMap[model.VSKey, *Server]()
+	p.vips = newCowMap[netip.Addr, struct{}]()
+	p.addrs = newCowMap[netip.Addr, struct{}]()
+	p.sets = newCowMap[model.SetEntry, struct{}]()
+}
+
+// publish makes what the sync that ends with st left visible to views. It
+// refreshes what the sync's scope may have changed, so it costs what the
+// sync changed; a full sync (which re-read the kernel) rebuilds everything.
+func (r *Reconciler) publish(st Status) {
+	p, scope := &r.pub, r.touched
+	r.touched = plan.Scope{}
+	if st.Full {
+		p.reset()
+		scope = r.everything()
+	}
+	for k := range scope.Keys {
+		if s := r.server(k); s != nil {
+			p.servers.set(k, s)
+		} else {
+			p.servers.delete(k)
+		}
+	}
+	for a := range scope.Addrs {
+		mark(&p.vips, a, r.observed.Addrs)
+		mark(&p.addrs, a, r.desired.state.Addrs)
+	}
+	for e := range scope.Sets {
+		mark(&p.sets, e, r.desired.state.Sets)
+	}
+	if r.desired.checksChanged || p.checks == nil {
+		p.checks = r.desired.healthChecks()
+		r.desired.checksChanged = false
+	}
+	p.store(st, maps.Clone(r.drains), len(r.metrics.invalid))
+}
+
+// store publishes a View of the maps as they are now.
+func (p *publisher) store(st Status, drains map[dataplane.RealRef]time.Time, invalid int) {
+	p.view.Store(&View{
+		Last:         st,
+		servers:      p.servers.publish(),
+		vips:         p.vips.publish(),
+		addrs:        p.addrs.publish(),
+		sets:         p.sets.publish(),
+		drains:       drains,
+		invalid:      invalid,
+		healthChecks: p.checks,
+	})
+}
+
+// server is one virtual server as it stands now, nil when it is neither
+// wanted nor in the kernel. The observed side is copied: the cache
+// changes it in place as operations are applied.
+func (r *Reconciler) server(k model.VSKey) *Server {
+	want, wanted := r.desired.state.Services[k]
+	have, inKernel := r.observed.Services[k]
+	if !wanted && !inKernel {
+		return nil
+	}
+	s := &Server{Desired: want}
+	if inKernel {
+		s.Observed = have.Clone()
+	}
+	if m, ok := r.desired.meta(k); ok && wanted {
+		s.Meta = m
+	}
+	return s
+}
+
+// mark sets or clears k in a published set to match the reconciler's,
+// copying nothing when it already does.
+func mark[K comparable](c *cowMap[K, struct{}], k K, now map[K]struct{}) {
+	_, want := now[k]
+	if _, have := c.get(k); want && !have {
+		c.set(k, struct{}{})
+	} else if have && !want {
+		c.delete(k)
+	}
+}

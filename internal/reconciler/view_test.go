@@ -1,0 +1,191 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// viewDump renders a published view in one text form.
+func viewDump(v *View) string {
+	var b strings.Builder
+	for _, k := range v.Keys() {
+		s, _ := v.Server(k)
+		fmt.Fprintf(&b, "%s meta=%s/%s/%s\n", k, s.Meta.Service, s.Meta.PortName, s.Meta.Kind)
+		sides(&b, s.Desired, s.Observed)
+	}
+	fmt.Fprintf(&b, "vips %v\n", v.VIPs())
+	d := v.Desired()
+	fmt.Fprintf(&b, "want addrs %v sets %v\n", d.SortedAddrs(), d.SortedSetEntries())
+	fmt.Fprintf(&b, "drains %v table %+v checks %v\n", sortedDrains(v.drains), v.Table(), v.HealthChecks())
+	return b.String()
+}
+
+// liveDump renders what the view should hold, read straight from the
+// reconciler's own state, in viewDump's form.
+func liveDump(r *Reconciler) string {
+	var b strings.Builder
+	keys := slices.Collect(maps.Keys(r.desired.state.Services))
+	for k := range r.observed.Services {
+		if _, ok := r.desired.state.Services[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, model.VSKey.Compare)
+	for _, k := range keys {
+		m, _ := r.desired.meta(k)
+		fmt.Fprintf(&b, "%s meta=%s/%s/%s\n", k, m.Service, m.PortName, m.Kind)
+		sides(&b, r.desired.state.Services[k], r.observed.Services[k])
+	}
+	fmt.Fprintf(&b, "vips %v\n", r.observed.SortedAddrs())
+	fmt.Fprintf(&b, "want addrs %v sets %v\n", r.desired.state.SortedAddrs(), r.desired.state.SortedSetEntries())
+	var t metrics.Table
+	for k, want := range r.desired.state.Services {
+		if have, ok := r.observed.Services[k]; ok && want != nil {
+			t.VirtualServers++
+			t.RealServers += len(have.Reals)
+		}
+	}
+	t.BoundVIPs, t.Draining, t.Invalid = len(r.observed.Addrs), len(r.drains), len(r.metrics.invalid)
+	fmt.Fprintf(&b, "drains %v table %+v checks %v\n", sortedDrains(r.drains), t, r.desired.healthChecks())
+	return b.String()
+}
+
+func sides(b *strings.Builder, want, have *model.Service) {
+	for i, svc := range []*model.Service{want, have} {
+		if svc != nil {
+			fmt.Fprintf(b, "  %s %s %v\n", []string{"want", "have"}[i], svc.VirtualServer, svc.SortedReals())
+		}
+	}
+}
+
+func sortedDrains[V any](m map[dataplane.RealRef]V) []string {
+	var out []string
+	for ref, v := range m {
+		out = append(out, fmt.Sprintf("%s>%s@%v", ref.VS, ref.RS, v))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestViewFollowsEverySync checks that the view an incremental sync
+// publishes (refreshing only its scope) is what a full rebuild would show,
+// through additions, drains, deletions, failures, foreign servers and full
+// resyncs, and that a published view never changes afterwards.
+func TestViewFollowsEverySync(t *testing.T) {
+	r := newRig(t)
+	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
+	ctx := context.Background()
+	steps := []struct {
+		name string
+		do   func()
+		full bool
+	}{
+		{"web and dns", r.webAndDNS, false},
+		{"web's endpoint leaves with a connection: it drains", func() {
+			r.fake.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.2.2:8080")}, model.Conns{Active: 1})
+			r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
+		}, false},
+		{"a third Service", func() {
+			r.store.SetService(service("api", "10.96.0.20", corev1.ProtocolTCP, 443))
+			r.store.SetSlice(slice("api", corev1.ProtocolTCP, 8443, ready("10.244.1.7"), terminating("10.244.1.8")))
+		}, false},
+		{"a foreign server and a hand-deleted real server, repaired by a full sync", func() {
+			foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443), Scheduler: "wlc"}
+			if err := r.fake.AddService(ctx, foreign); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.fake.DeleteReal(ctx, web, netip.MustParseAddrPort("10.244.1.2:8080")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"dns deleted, an add fails", func() {
+			r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "dns"})
+			r.store.SetSlice(slice("api", corev1.ProtocolTCP, 8443, ready("10.244.1.7"), ready("10.244.1.9")))
+			r.fake.FailNext("AddReal", fmt.Errorf("boom"))
+		}, false},
+		{"the foreign server goes behind our back, the drain ends", func() {
+			if err := r.fake.DeleteService(ctx, model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)); err != nil {
+				t.Fatal(err)
+			}
+			r.fake.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.2.2:8080")}, model.Conns{})
+		}, true},
+	}
+	type kept struct {
+		v    *View
+		dump string
+	}
+	var old []kept
+	for _, s := range steps {
+		s.do()
+		_, _ = r.rec.Sync(ctx, s.full) // a failed operation is part of the test
+		v := r.rec.View()
+		if got, want := viewDump(v), liveDump(r.rec); got != want {
+			t.Fatalf("%s: view:\n%s\nwant:\n%s", s.name, got, want)
+		}
+		old = append(old, kept{v, viewDump(v)})
+	}
+	for i, k := range old {
+		if got := viewDump(k.v); got != k.dump {
+			t.Errorf("view of step %q changed after it was published:\n%s\nwas:\n%s", steps[i].name, got, k.dump)
+		}
+	}
+	if v := r.rec.View(); !strings.Contains(viewDump(v), "10.96.0.20:443 meta=default/api/p/ClusterIP") || v.Last.Time.IsZero() {
+		t.Fatalf("final view lacks api or the last sync:\n%s", viewDump(v))
+	}
+}
+
+// TestViewsRunDuringSyncs reads the view and asks for the drift from
+// another goroutine while syncs change the state; run with -race, it shows
+// that the views share nothing a sync writes.
+func TestViewsRunDuringSyncs(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(done)
+				return
+			default:
+			}
+			v := r.rec.View()
+			_ = viewDump(v)
+			if _, err := r.rec.Drift(context.Background()); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		eps := []endpoint{ready("10.244.1.2")}
+		if i%2 == 0 {
+			eps = append(eps, ready(fmt.Sprintf("10.244.3.%d", i)))
+		}
+		r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, eps...))
+		if i%2 == 0 {
+			r.store.SetService(service("api", "10.96.0.20", corev1.ProtocolTCP, 443))
+			r.store.SetSlice(slice("api", corev1.ProtocolTCP, 8443, ready("10.244.1.7")))
+		} else {
+			r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "api"})
+		}
+		r.sync(i%10 == 0)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
