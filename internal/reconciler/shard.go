@@ -48,6 +48,17 @@ func (m *shardedMap[K, V]) all() iter.Seq2[K, V] {
 	}
 }
 
+// keys yields every key, in no order.
+func (m *shardedMap[K, V]) keys() iter.Seq[K] {
+	return func(yield func(K) bool) {
+		for k := range m.all() {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
 // cowMap is the writing side of a shardedMap that is published after each
 // sync: the first change to a shard after a publish copies that shard (and
 // the shard array), so what was published stays as it was (copy on write)

@@ -42,27 +42,13 @@ type Server struct {
 }
 
 // Keys lists the virtual servers wanted or in the kernel, in listing order.
-func (v *View) Keys() []model.VSKey {
-	keys := make([]model.VSKey, 0, v.servers.len())
-	for k := range v.servers.all() {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, model.VSKey.Compare)
-	return keys
-}
+func (v *View) Keys() []model.VSKey { return slices.SortedFunc(v.servers.keys(), model.VSKey.Compare) }
 
 // Server returns one virtual server.
 func (v *View) Server(k model.VSKey) (*Server, bool) { return v.servers.get(k) }
 
 // VIPs lists the addresses bound on the link, in order.
-func (v *View) VIPs() []netip.Addr {
-	out := make([]netip.Addr, 0, v.vips.len())
-	for a := range v.vips.all() {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
-}
+func (v *View) VIPs() []netip.Addr { return slices.SortedFunc(v.vips.keys(), netip.Addr.Compare) }
 
 // DrainingSince tells since when a real server that left its Service is
 // kept at weight 0 for its connections.
