@@ -67,14 +67,11 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		return err
 	}
 	opt := reconcilerOptions(c, node, dp, src, m, log, stdout)
-	if !c.Once && !c.DryRun && c.DebugAddress != "" {
-		kernel, err := viewsDataplane(c, log)
-		if err != nil {
-			return err
-		}
-		defer kernel.Close()
-		opt.Views = kernel
+	closeViews, err := viewsKernel(c, log, &opt)
+	if err != nil {
+		return err
 	}
+	defer closeViews()
 	rec := reconciler.New(opt)
 	if err := rec.Init(ctx); err != nil {
 		return fmt.Errorf("prepare node: %w", err)
@@ -108,15 +105,20 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	return r.Run(ctx)
 }
 
-// viewsDataplane opens the kernel reader `kube-ipvs diff` uses: its own
-// sockets, apart from the sync's dataplane, whose calls are serialized, so
-// that a diff never queues behind a sync's kernel call. It only observes.
-func viewsDataplane(c config.Config, log *zap.Logger) (*linux.Dataplane, error) {
+// viewsKernel gives Drift (`kube-ipvs diff`) its own kernel reader when
+// the debug views are served: its own sockets, apart from the sync's
+// dataplane, whose calls are serialized, so that a diff never queues
+// behind a sync's kernel call. It only observes. The func returned closes it.
+func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (func(), error) {
+	if c.Once || c.DryRun || c.DebugAddress == "" {
+		return func() {}, nil
+	}
 	dp, err := linux.New(linux.Options{Logger: log.Named("views"), IptablesBackend: shim.Backend(c.IptablesBackend)})
 	if err != nil {
 		return nil, fmt.Errorf("open dataplane for views: %w", err)
 	}
-	return dp, nil
+	opt.Views = dp
+	return func() { _ = dp.Close() }, nil
 }
 
 // serveDebug registers the scrape-time collectors and, when an address is
