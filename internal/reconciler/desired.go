@@ -27,6 +27,9 @@ type desiredSet struct {
 	// publisher to list them again.
 	checks        map[model.ServiceName]translate.HealthCheck
 	checksChanged bool
+	// changed are the Services replaced or removed since the publisher
+	// last looked.
+	changed map[model.ServiceName]struct{}
 }
 
 func newDesiredSet() desiredSet {
@@ -37,6 +40,7 @@ func newDesiredSet() desiredSet {
 		addrRefs: map[netip.Addr]int{},
 		setRefs:  map[model.SetEntry]int{},
 		checks:   map[model.ServiceName]translate.HealthCheck{},
+		changed:  map[model.ServiceName]struct{}{},
 	}
 }
 
@@ -46,6 +50,7 @@ func newDesiredSet() desiredSet {
 // already holds them.
 func (d *desiredSet) replace(name model.ServiceName, res translate.Result, scope plan.Scope) []error {
 	d.remove(name, scope)
+	d.changed[name] = struct{}{}
 	var conflicts []error
 	kept := res
 	kept.Services = nil
@@ -86,6 +91,7 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 		return
 	}
 	delete(d.results, name)
+	d.changed[name] = struct{}{}
 	if _, ok := d.checks[name]; ok {
 		delete(d.checks, name)
 		d.checksChanged = true

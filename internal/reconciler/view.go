@@ -23,12 +23,13 @@ type View struct {
 	// Last is the outcome of the last sync (zero before the first).
 	Last Status
 
-	servers      shardedMap[model.VSKey, *Server]     // wanted or in the kernel
-	vips         shardedMap[netip.Addr, struct{}]     // bound on the link
-	addrs        shardedMap[netip.Addr, struct{}]     // wanted on the link
-	sets         shardedMap[model.SetEntry, struct{}] // wanted set members
-	drains       map[dataplane.RealRef]time.Time      // since when each drains
-	invalid      int                                  // Services that failed to translate
+	servers shardedMap[model.VSKey, *Server] // wanted or in the kernel
+	vips    shardedMap[netip.Addr, struct{}] // bound on the link
+	// results are the translations in force, whose sum is the desired
+	// state (see desiredSet); they are shared with the reconciler.
+	results      shardedMap[model.ServiceName, *translate.Result]
+	drains       map[dataplane.RealRef]time.Time // since when each drains
+	invalid      int                             // Services that failed to translate
 	healthChecks []translate.HealthCheck
 }
 
@@ -61,18 +62,22 @@ func (v *View) DrainingSince(ref dataplane.RealRef) (time.Time, bool) {
 // port, with their local endpoint counts.
 func (v *View) HealthChecks() []translate.HealthCheck { return v.healthChecks }
 
-// Desired assembles the whole desired state. Its maps are new; its
-// services are shared and must not be changed (drain clones the ones it
-// changes).
+// Desired assembles the whole desired state from the translations in
+// force, as desiredSet sums them. Its maps are new; its services are shared
+// and must not be changed (drain clones the ones it changes).
 func (v *View) Desired() model.State {
 	s := model.NewState()
-	for k, srv := range v.servers.all() {
-		if srv.Desired != nil {
-			s.Services[k] = srv.Desired
+	for _, res := range v.results.all() {
+		for _, svc := range res.Services {
+			s.Services[svc.Key] = svc
+		}
+		for _, a := range res.Addrs {
+			s.Addrs[a] = struct{}{}
+		}
+		for _, e := range res.SetEntries {
+			s.Sets[e] = struct{}{}
 		}
 	}
-	maps.Insert(s.Addrs, v.addrs.all())
-	maps.Insert(s.Sets, v.sets.all())
 	return s
 }
 
@@ -108,8 +113,7 @@ func (r *Reconciler) View() *View { return r.pub.view.Load() }
 type publisher struct {
 	servers cowMap[model.VSKey, *Server]
 	vips    cowMap[netip.Addr, struct{}]
-	addrs   cowMap[netip.Addr, struct{}]
-	sets    cowMap[model.SetEntry, struct{}]
+	results cowMap[model.ServiceName, *translate.Result]
 	checks  []translate.HealthCheck
 	view    atomic.Pointer[View]
 }
@@ -117,19 +121,18 @@ type publisher struct {
 func (p *publisher) reset() {
 	p.servers = newCowMap[model.VSKey, *Server]()
 	p.vips = newCowMap[netip.Addr, struct{}]()
-	p.addrs = newCowMap[netip.Addr, struct{}]()
-	p.sets = newCowMap[model.SetEntry, struct{}]()
+	p.results = newCowMap[model.ServiceName, *translate.Result]()
 }
 
 // publish makes what the sync that ends with st left visible to views. It
 // refreshes what the sync's scope may have changed, so it costs what the
 // sync changed; a full sync (which re-read the kernel) rebuilds everything.
 func (r *Reconciler) publish(st Status) {
-	p, scope := &r.pub, r.touched
-	r.touched = plan.Scope{}
+	p, scope, changed := &r.pub, r.touched, maps.Keys(r.desired.changed)
+	r.touched, r.desired.changed = plan.Scope{}, map[model.ServiceName]struct{}{}
 	if st.Full {
 		p.reset()
-		scope = r.everything()
+		scope, changed = r.everything(), maps.Keys(r.desired.results)
 	}
 	for k := range scope.Keys {
 		if s := r.server(k); s != nil {
@@ -140,10 +143,13 @@ func (r *Reconciler) publish(st Status) {
 	}
 	for a := range scope.Addrs {
 		mark(&p.vips, a, r.observed.Addrs)
-		mark(&p.addrs, a, r.desired.state.Addrs)
 	}
-	for e := range scope.Sets {
-		mark(&p.sets, e, r.desired.state.Sets)
+	for name := range changed {
+		if res, ok := r.desired.results[name]; ok {
+			p.results.set(name, &res)
+		} else {
+			p.results.delete(name)
+		}
 	}
 	if r.desired.checksChanged || p.checks == nil {
 		p.checks = r.desired.healthChecks()
@@ -158,8 +164,7 @@ func (p *publisher) store(st Status, drains map[dataplane.RealRef]time.Time, inv
 		Last:         st,
 		servers:      p.servers.publish(),
 		vips:         p.vips.publish(),
-		addrs:        p.addrs.publish(),
-		sets:         p.sets.publish(),
+		results:      p.results.publish(),
 		drains:       drains,
 		invalid:      invalid,
 		healthChecks: p.checks,
