@@ -22,6 +22,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -78,6 +79,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 		// second dataplane does.
 		Dataplane: kernel, Views: kernel.Fake, Store: store,
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
+		Shim:      shim.Config{Families: model.Families{IPv4: true}},
 	})
 	ctx := context.Background()
 	if err := rec.Init(ctx); err != nil {

@@ -16,3 +16,16 @@ func (f Families) Has(addr netip.Addr) bool {
 	}
 	return f.IPv6
 }
+
+// String names the families served: "IPv4", "IPv6", "IPv4,IPv6" or "none".
+func (f Families) String() string {
+	switch {
+	case f.IPv4 && f.IPv6:
+		return "IPv4,IPv6"
+	case f.IPv4:
+		return "IPv4"
+	case f.IPv6:
+		return "IPv6"
+	}
+	return "none"
+}

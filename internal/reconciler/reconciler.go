@@ -6,6 +6,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/netip"
 	"time"
@@ -103,6 +104,11 @@ func New(opt Options) *Reconciler {
 // Init prepares the node (link, sysctls, IPVS timeouts). A dry run changes
 // nothing, so it skips this.
 func (r *Reconciler) Init(ctx context.Context) error {
+	// One families value configures both; two that differ would program
+	// virtual servers whose masquerading sets are missing, silently.
+	if r.opt.Shim.Families != r.opt.Translate.Families {
+		return fmt.Errorf("shim families %s differ from the agent's %s", r.opt.Shim.Families, r.opt.Translate.Families)
+	}
 	if r.opt.DryRun {
 		return nil
 	}

@@ -12,7 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
 const webAndDNS = `-A -t 10.96.0.10:80 -s rr
@@ -257,5 +261,24 @@ ip addr add 10.96.0.53/32
 `
 	if got := r.out.String(); got != want {
 		t.Fatalf("dry run printed:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestInitRefusesTwoFamilies: the shim and translation must serve the same
+// families; a caller that sets only one would get virtual servers without
+// their masquerading sets, so Init refuses before touching the kernel.
+func TestInitRefusesTwoFamilies(t *testing.T) {
+	kernel := fake.New()
+	rec := New(Options{
+		Dataplane: kernel, Store: snapshot.NewStore(),
+		Translate: translate.Config{Scheduler: "rr", Families: model.Families{IPv4: true, IPv6: true}},
+		Shim:      shim.Config{Families: model.Families{IPv4: true}},
+	})
+	err := rec.Init(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "IPv4,IPv6") {
+		t.Fatalf("Init with the shim on IPv4 only: %v, want an error naming both", err)
+	}
+	if got := kernel.Dump(); got != "" {
+		t.Fatalf("Init touched the kernel before refusing:\n%s", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -66,6 +67,7 @@ func TestReport(t *testing.T) {
 	rec := reconciler.New(reconciler.Options{
 		Dataplane: kernel, Store: store, Now: func() time.Time { return clock },
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
+		Shim:      shim.Config{Families: model.Families{IPv4: true}},
 	})
 	ctx := context.Background()
 	if err := rec.Init(ctx); err != nil {
