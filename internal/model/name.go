@@ -13,3 +13,9 @@ func (n ServiceName) String() string { return n.Namespace + "/" + n.Name }
 func (n ServiceName) Compare(o ServiceName) int {
 	return cmp.Or(cmp.Compare(n.Namespace, o.Namespace), cmp.Compare(n.Name, o.Name))
 }
+
+// LabelServiceProxyName hands a Service (or EndpointSlice) to an
+// alternative proxy (KEP-2447); kube-proxy ignores every object carrying it.
+// Translation skips such objects and the Kubernetes source selects on the
+// label too, so the two agree.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
-	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
 // Kubernetes watches Services, EndpointSlices and this node's Node through
@@ -32,7 +31,7 @@ import (
 // by proxy name here: with ServiceProxyName set, slices written by other
 // controllers (KEP-4770) need not copy the Service's label, and a slice of
 // a Service we do not hold is never translated. Translation drops a slice
-// that names another proxy (translate.LabelServiceProxyName). The API
+// that names another proxy (model.LabelServiceProxyName). The API
 // server applies these selectors; the handlers apply them again, so an
 // object that stops matching is deleted here even from a watch that does
 // not filter (the fake clientset).
@@ -118,9 +117,9 @@ func serviceSelector(proxyName string) (labels.Selector, error) {
 	var req *labels.Requirement
 	var err error
 	if proxyName == "" {
-		req, err = labels.NewRequirement(translate.LabelServiceProxyName, selection.DoesNotExist, nil)
+		req, err = labels.NewRequirement(model.LabelServiceProxyName, selection.DoesNotExist, nil)
 	} else {
-		req, err = labels.NewRequirement(translate.LabelServiceProxyName, selection.Equals, []string{proxyName})
+		req, err = labels.NewRequirement(model.LabelServiceProxyName, selection.Equals, []string{proxyName})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("service proxy name %q: %w", proxyName, err)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
-	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
 func makeService(name, ip string, lbls map[string]string) *corev1.Service {
@@ -51,8 +50,8 @@ func makeNode(name, ip string) *corev1.Node {
 func clusterObjects() []runtime.Object {
 	return []runtime.Object{
 		makeService("web", "10.96.0.1", nil),
-		makeService("other", "10.96.0.2", map[string]string{translate.LabelServiceProxyName: "other"}),
-		makeService("mine", "10.96.0.3", map[string]string{translate.LabelServiceProxyName: "mine"}),
+		makeService("other", "10.96.0.2", map[string]string{model.LabelServiceProxyName: "other"}),
+		makeService("mine", "10.96.0.3", map[string]string{model.LabelServiceProxyName: "mine"}),
 		makeService("hl", corev1.ClusterIPNone, nil),
 		makeSlice("web-1", "web", "10.244.0.1", nil),
 		makeSlice("mine-1", "mine", "10.244.0.3", nil),
@@ -149,7 +148,7 @@ func TestKubernetesChanges(t *testing.T) {
 		name: "service handed to another proxy",
 		do: func() error {
 			_, err := client.CoreV1().Services("default").Update(ctx,
-				makeService("web", "10.96.0.1", map[string]string{translate.LabelServiceProxyName: "other"}), metav1.UpdateOptions{})
+				makeService("web", "10.96.0.1", map[string]string{model.LabelServiceProxyName: "other"}), metav1.UpdateOptions{})
 			return err
 		},
 		want: "default/hl no-service\ndefault/mine no-service [mine-1 10.244.0.3]\ndefault/other 10.96.0.2 http:80/TCP->8080\n" +

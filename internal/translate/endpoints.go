@@ -71,7 +71,7 @@ func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpoin
 
 // sliceUsable tells whether a slice carries IP endpoints meant for us.
 func sliceUsable(s *discoveryv1.EndpointSlice, cfg Config) bool {
-	if v, ok := s.Labels[LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
+	if v, ok := s.Labels[model.LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
 		return false
 	}
 	switch s.AddressType {

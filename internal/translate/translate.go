@@ -161,16 +161,11 @@ func skipReason(svc *corev1.Service, cfg Config) string {
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		return "headless Service (clusterIP None) is not proxied"
 	}
-	if v, ok := svc.Labels[LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
-		return fmt.Sprintf("label %s=%q names another proxy", LabelServiceProxyName, v)
+	if v, ok := svc.Labels[model.LabelServiceProxyName]; ok && v != cfg.ServiceProxyName {
+		return fmt.Sprintf("label %s=%q names another proxy", model.LabelServiceProxyName, v)
 	}
 	return ""
 }
-
-// LabelServiceProxyName hands a Service (or EndpointSlice) to an
-// alternative proxy (KEP-2447); kube-proxy ignores every object carrying it.
-// The Kubernetes source selects on it too, so the two agree.
-const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 
 // servicePort is a Service port with its protocol resolved.
 type servicePort struct {

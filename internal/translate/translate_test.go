@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 type tcase struct {
@@ -712,9 +714,9 @@ func TestSkipped(t *testing.T) {
 		{"ExternalName", service(typeOpt(corev1.ServiceTypeExternalName), func(s *corev1.Service) {
 			s.Spec.ClusterIP, s.Spec.ClusterIPs, s.Spec.ExternalName = "", nil, "db.example.com"
 		}), "", "ExternalName"},
-		{"another proxy's Service", service(labelOpt(LabelServiceProxyName, "other")), "", `"other"`},
-		{"another proxy's Service, with our own name set", service(labelOpt(LabelServiceProxyName, "other")), "kube-ipvs", `"other"`},
-		{"empty proxy name label is still another proxy's", service(labelOpt(LabelServiceProxyName, "")), "kube-ipvs", LabelServiceProxyName},
+		{"another proxy's Service", service(labelOpt(model.LabelServiceProxyName, "other")), "", `"other"`},
+		{"another proxy's Service, with our own name set", service(labelOpt(model.LabelServiceProxyName, "other")), "kube-ipvs", `"other"`},
+		{"empty proxy name label is still another proxy's", service(labelOpt(model.LabelServiceProxyName, "")), "kube-ipvs", model.LabelServiceProxyName},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -735,10 +737,10 @@ func TestServiceProxyName(t *testing.T) {
 	ours := func(c *Config) { c.ServiceProxyName = "kube-ipvs" }
 	foreign := v4(ep("10.0.9.9"))
 	foreign.Name = "foreign"
-	foreign.Labels[LabelServiceProxyName] = "other"
+	foreign.Labels[model.LabelServiceProxyName] = "other"
 	runCases(t, []tcase{{
 		name:   "a Service labelled with our proxy name is ours; another proxy's slice is ignored",
-		svc:    service(labelOpt(LabelServiceProxyName, "kube-ipvs")),
+		svc:    service(labelOpt(model.LabelServiceProxyName, "kube-ipvs")),
 		cfg:    ours,
 		slices: []*discoveryv1.EndpointSlice{v4(ep("10.0.1.1")), foreign},
 		want: `
