@@ -40,43 +40,66 @@ func (d *Dataplane) FlushConntrackDest(ctx context.Context, proto model.Protocol
 	return n, nil
 }
 
-// flushFlows deletes the family's flows that match and counts them.
+// flowTable is the part of a conntrack socket a flush uses (a seam for the
+// test of an abandoned flush).
+type flowTable interface {
+	DumpFilter(f conntrack.Filter, opts *conntrack.DumpOptions) ([]conntrack.Flow, error)
+	Delete(f conntrack.Flow) error
+	Close() error
+}
+
+// dialConntrack opens a conntrack netlink socket.
+func dialConntrack() (flowTable, error) {
+	c, err := conntrack.Dial(nil)
+	if err != nil {
+		return nil, fmt.Errorf("open conntrack netlink socket: %w", err)
+	}
+	return c, nil
+}
+
+// flushFlows deletes the family's flows that match and counts them. The
+// count is the call's result, never a variable shared with it: an abandoned
+// flush goes on deleting after its caller has returned.
 func (d *Dataplane) flushFlows(ctx context.Context, v6 bool, match func(conntrack.Flow) bool) (int, error) {
-	n := 0
-	err := d.do(ctx, "flush conntrack", func(h *handles) error {
+	return call(ctx, d.calls, "flush conntrack", func(h *handles) (int, error) {
 		if h.ct == nil {
-			c, err := conntrack.Dial(nil)
+			c, err := h.dialCT()
 			if err != nil {
-				return fmt.Errorf("open conntrack netlink socket: %w", err)
+				return 0, err
 			}
 			h.ct = c
 		}
-		family := netfilter.ProtoIPv4
-		if v6 {
-			family = netfilter.ProtoIPv6
-		}
-		flows, err := h.ct.DumpFilter(conntrack.NewFilter().Family(family), nil)
-		if err != nil {
-			return fmt.Errorf("dump conntrack: %w", err)
-		}
-		var errs []error
-		for _, f := range flows {
-			if !match(f) {
-				continue
-			}
-			err := h.ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, ID: f.ID})
-			switch {
-			case err == nil:
-				n++
-			case errors.Is(err, syscall.ENOENT):
-				// It expired between the dump and the delete: gone either way.
-			default:
-				errs = append(errs, fmt.Errorf("delete flow %s: %w", f.TupleOrig, err))
-			}
-		}
-		return errors.Join(errs...)
+		return deleteFlows(h.ct, v6, match)
 	})
-	return n, err
+}
+
+// deleteFlows dumps the family's flows and deletes those that match.
+func deleteFlows(ct flowTable, v6 bool, match func(conntrack.Flow) bool) (int, error) {
+	family := netfilter.ProtoIPv4
+	if v6 {
+		family = netfilter.ProtoIPv6
+	}
+	flows, err := ct.DumpFilter(conntrack.NewFilter().Family(family), nil)
+	if err != nil {
+		return 0, fmt.Errorf("dump conntrack: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, f := range flows {
+		if !match(f) {
+			continue
+		}
+		err := ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, ID: f.ID})
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, syscall.ENOENT):
+			// It expired between the dump and the delete: gone either way.
+		default:
+			errs = append(errs, fmt.Errorf("delete flow %s: %w", f.TupleOrig, err))
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // sentTo tells whether a flow of proto was first sent to dst.

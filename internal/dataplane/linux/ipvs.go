@@ -162,28 +162,28 @@ func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 
 // Conns reads one service's destinations' counters.
 func (d *Dataplane) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
-	out := map[netip.AddrPort]model.Conns{}
-	err := d.do(ctx, "read connections", func(h *handles) error {
+	out, err := call(ctx, d.calls, "read connections", func(h *handles) (map[netip.AddrPort]model.Conns, error) {
 		dests, err := h.ipvs.GetDestinations(keyOnly(vs))
 		if err != nil {
-			return destErrs.wrap(err)
+			return nil, destErrs.wrap(err)
 		}
 		if len(dests) == 0 {
 			// The kernel dumps no destinations for a missing service rather
 			// than failing (checked on 6.1): ask for the service itself,
 			// which answers ESRCH when it is missing.
 			if _, err := h.ipvs.GetService(keyOnly(vs)); err != nil {
-				return serviceErrs.wrap(err)
+				return nil, serviceErrs.wrap(err)
 			}
 		}
+		out := make(map[netip.AddrPort]model.Conns, len(dests))
 		for _, dst := range dests {
 			rs, c, err := fromDest(dst)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			out[rs.Addr] = c
 		}
-		return nil
+		return out, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read connections of %s: %w", vs, err)

@@ -13,13 +13,10 @@ package linux
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -62,12 +59,8 @@ type Dataplane struct {
 	procSys  string
 	strict   bool
 
-	// open makes fresh sockets (a seam for tests of the timeout path).
-	open func() (*handles, error)
-
-	mu     sync.Mutex
-	h      *handles // nil until needed, and after a call timed out
-	closed bool
+	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
+	calls *calls[*handles]
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -78,7 +71,9 @@ var _ dataplane.Dataplane = (*Dataplane)(nil)
 type handles struct {
 	ipvs *ipvs.Handle
 	nl   *netlink.Handle
-	ct   *conntrack.Conn // dialled on first use
+	ct   flowTable // dialled on first use, by dialCT
+	// dialCT opens the conntrack socket (a seam for tests).
+	dialCT func() (flowTable, error)
 }
 
 func (h *handles) close() {
@@ -102,13 +97,11 @@ func New(opts Options) (*Dataplane, error) {
 		timeout:  opts.CallTimeout,
 		procSys:  opts.ProcSys,
 		strict:   opts.StrictARP,
-		open:     openHandles,
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
 	}
 	d.log = d.log.Named("dataplane")
-	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend})
 	if d.linkName == "" {
 		d.linkName = dataplane.LinkName
 	}
@@ -118,14 +111,15 @@ func New(opts Options) (*Dataplane, error) {
 	if d.procSys == "" {
 		d.procSys = "/proc/sys"
 	}
+	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend, CallTimeout: d.timeout})
+	d.calls = newCalls(d.log, d.timeout, openHandles)
 	if err := checkIPVS(d.timeout); err != nil {
 		return nil, err
 	}
-	h, err := d.open()
-	if err != nil {
+	// Open the sockets now, so that a node that cannot fails at start.
+	if err := d.do(context.Background(), "open netlink sockets", func(*handles) error { return nil }); err != nil {
 		return nil, err
 	}
-	d.h = h
 	return d, nil
 }
 
@@ -136,10 +130,7 @@ func New(opts Options) (*Dataplane, error) {
 func checkIPVS(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := bounded(ctx, func() error {
-		_, err := netlink.GenlFamilyGet("IPVS")
-		return err
-	})
+	_, err := bounded(ctx, func() (*netlink.GenlFamily, error) { return netlink.GenlFamilyGet("IPVS") })
 	if err != nil {
 		return fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (generic netlink family IPVS: %v): %w",
 			err, dataplane.ErrUnsupported)
@@ -157,76 +148,31 @@ func openHandles() (*handles, error) {
 		ih.Close()
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &handles{ipvs: ih, nl: nh}, nil
+	return &handles{ipvs: ih, nl: nh, dialCT: dialConntrack}, nil
 }
 
-// bounded runs fn in a goroutine and returns its error, or ctx's when ctx
-// ends first (fn then finishes on its own; its result is dropped).
-func bounded(ctx context.Context, fn func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// do runs one kernel call: serialized, on live handles, bounded by ctx (or
-// by CallTimeout when ctx has no deadline). what names the operation in the
-// error when the call is abandoned.
+// do runs one kernel call on the dataplane's sockets (see calls).
 func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return fmt.Errorf("%s: dataplane is closed", what)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.timeout)
-		defer cancel()
-	}
-	if d.h == nil {
-		h, err := d.open()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		d.h = h
-	}
-	h := d.h
-	err := bounded(ctx, func() error { return fn(h) })
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		// The request may still be pending on these sockets: closing them
-		// unblocks it, and the next call opens fresh ones.
-		h.close()
-		d.h = nil
-		d.log.Warn("kernel call abandoned", zap.String("op", what), zap.Error(err))
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return err
+	return d.calls.run(ctx, what, fn)
 }
 
 // Observe dumps every service with its destinations, the link's addresses
 // and the shim's set members. Any failure fails the whole read: a partial
 // dump must never look like a table that lost services.
 func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
-	obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
-	err := d.do(ctx, "observe", func(h *handles) error {
+	obs, err := call(ctx, d.calls, "observe", func(h *handles) (dataplane.Observation, error) {
+		obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
 		if err := dumpIPVS(h.ipvs, &obs); err != nil {
-			return err
+			return dataplane.Observation{}, err
 		}
 		addrs, err := d.listAddrs(h)
 		if err != nil {
-			return err
+			return dataplane.Observation{}, err
 		}
 		for _, a := range addrs {
 			obs.State.Addrs[a] = struct{}{}
 		}
-		return nil
+		return obs, nil
 	})
 	if err != nil {
 		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
@@ -241,12 +187,7 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 
 // Close releases the sockets; later calls fail.
 func (d *Dataplane) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.h != nil {
-		d.h.close()
-		d.h = nil
-	}
-	d.closed = true
+	d.calls.close()
+	d.Shim.close()
 	return nil
 }

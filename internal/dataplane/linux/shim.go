@@ -7,16 +7,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -30,11 +33,21 @@ import (
 // contract) alone in a network namespace of a kernel without IPVS. Its
 // methods are serialized by its own lock: netfilter calls never wait behind
 // an IPVS call.
+//
+// Nothing it does can hang the agent: every tool it runs is killed at the
+// call's deadline (CallTimeout when the caller gives none) and waits at most
+// LockWait for the xtables lock, and every ipset request goes through the
+// same serialized, bounded path on sockets of its own as the IPVS requests
+// (see calls).
 type Shim struct {
 	log *zap.Logger
 	// run executes a tool with stdin and returns its stdout (a seam).
 	run      func(ctx context.Context, stdin, name string, args ...string) (string, error)
 	lookPath func(string) (string, error)
+	timeout  time.Duration
+	lockWait time.Duration
+	// ipsets are the netfilter netlink sockets of the ipset requests.
+	ipsets *calls[ipsetHandle]
 
 	mu       sync.Mutex
 	backend  shim.Backend
@@ -50,21 +63,76 @@ type ShimOptions struct {
 	Logger *zap.Logger
 	// Backend forces nft or legacy; "" detects it on first use.
 	Backend shim.Backend
+	// CallTimeout bounds a tool run or an ipset request whose context has
+	// no deadline; default one minute.
+	CallTimeout time.Duration
+	// LockWait is how long iptables-restore waits for the xtables lock
+	// (--wait, whole seconds) before it fails; default 5 s, kube-proxy's.
+	LockWait time.Duration
 }
+
+// xtablesLock is where iptables-legacy serializes its writers (kubelet,
+// CNI plugins, kube-proxy, us); the DaemonSet mounts it from the host.
+const xtablesLock = "/run/xtables.lock"
 
 // NewShim returns a shim on the real kernel.
 func NewShim(o ShimOptions) *Shim {
-	s := &Shim{log: o.Logger, run: runTool, lookPath: exec.LookPath, backend: o.Backend, detected: o.Backend != ""}
+	s := &Shim{log: o.Logger, run: runTool, lookPath: exec.LookPath, backend: o.Backend, detected: o.Backend != "",
+		timeout: o.CallTimeout, lockWait: o.LockWait}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
 	s.log = s.log.Named("shim")
+	if s.timeout <= 0 {
+		s.timeout = time.Minute
+	}
+	if s.lockWait <= 0 {
+		s.lockWait = 5 * time.Second
+	}
+	s.ipsets = newCalls(s.log, s.timeout, func() (ipsetHandle, error) { return openIPSetHandle(s.timeout) })
 	return s
 }
 
-// runTool runs name with stdin; a failure carries the tool's stderr.
+// ipsetHandle is a netfilter netlink socket for ipset requests.
+type ipsetHandle struct{ *netlink.Handle }
+
+func (h ipsetHandle) close() { h.Close() }
+
+// openIPSetHandle opens one, with a socket timeout so that even a request
+// the kernel never answers ends on its own once abandoned.
+func openIPSetHandle(timeout time.Duration) (ipsetHandle, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+	if err != nil {
+		return ipsetHandle{}, fmt.Errorf("open netfilter netlink socket: %w", err)
+	}
+	if err := h.SetSocketTimeout(timeout); err != nil {
+		h.Close()
+		return ipsetHandle{}, fmt.Errorf("set netfilter netlink socket timeout: %w", err)
+	}
+	return ipsetHandle{h}, nil
+}
+
+// close releases the ipset sockets.
+func (s *Shim) close() { s.ipsets.close() }
+
+// exec runs a tool, killed at ctx's deadline or after CallTimeout,
+// whichever comes first.
+func (s *Shim) exec(ctx context.Context, stdin, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	out, err := s.run(ctx, stdin, name, args...)
+	if err != nil && ctx.Err() != nil {
+		return "", fmt.Errorf("%s did not finish in time: %w: %w", name, ctx.Err(), err)
+	}
+	return out, err
+}
+
+// runTool runs name with stdin; a failure carries the tool's stderr. At
+// ctx's end the tool is killed, and Run waits no more than a second for
+// whatever it left holding its output.
 func runTool(ctx context.Context, stdin, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = time.Second
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -86,7 +154,7 @@ func (s *Shim) Backend(ctx context.Context) shim.Backend {
 		if _, err := s.lookPath(name); err != nil {
 			return 0, false
 		}
-		out, err := s.run(ctx, "", name)
+		out, err := s.exec(ctx, "", name)
 		if err != nil {
 			s.log.Warn("iptables backend probe failed", zap.String("tool", name), zap.Error(err))
 			return 0, false
@@ -114,17 +182,25 @@ func (s *Shim) iptables(ctx context.Context, tool string, v6 bool) string {
 
 // save reads the family's whole ruleset.
 func (s *Shim) save(ctx context.Context, v6 bool) (shim.Saved, error) {
-	out, err := s.run(ctx, "", s.iptables(ctx, "iptables-save", v6))
+	out, err := s.exec(ctx, "", s.iptables(ctx, "iptables-save", v6))
 	if err != nil {
 		return nil, err
 	}
 	return shim.ParseSave(out), nil
 }
 
-// restore applies iptables-restore input without flushing other chains;
-// --wait queues behind another writer holding the xtables lock.
+// restore applies iptables-restore input without flushing other chains.
+// --wait queues behind another writer holding the xtables lock (legacy
+// iptables; nft ignores it), for LockWait and no longer: a lock held for
+// good fails the call, naming the lock, instead of stalling the sync. The
+// "=" form is the one both flavours parse as the option's argument.
 func (s *Shim) restore(ctx context.Context, v6 bool, input string) error {
-	_, err := s.run(ctx, input, s.iptables(ctx, "iptables-restore", v6), "--noflush", "--wait")
+	wait := fmt.Sprintf("--wait=%d", int(math.Ceil(s.lockWait.Seconds())))
+	_, err := s.exec(ctx, input, s.iptables(ctx, "iptables-restore", v6), "--noflush", wait)
+	if err != nil && strings.Contains(err.Error(), "xtables lock") {
+		return fmt.Errorf("the xtables lock (%s) stayed held by another program (kubelet, a CNI plugin, iptables) for more than %s: %w",
+			xtablesLock, s.lockWait, err)
+	}
 	return err
 }
 
@@ -207,8 +283,8 @@ func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
 		if def.IPv6 {
 			family = syscall.AF_INET6
 		}
-		err := bounded(ctx, func() error {
-			return netlink.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family})
+		err := s.ipsets.run(ctx, "create ipset", func(h ipsetHandle) error {
+			return h.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family})
 		})
 		if err != nil && !isSetExists(err) {
 			errs = append(errs, fmt.Errorf("create ipset %s (%s): %w", def.Name, def.Type, err))
@@ -227,25 +303,38 @@ func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, err
 	defer s.mu.Unlock()
 	out := map[model.SetEntry]struct{}{}
 	for _, def := range shim.Sets(true, true) {
-		var res *netlink.IPSetResult
-		err := bounded(ctx, func() error {
-			var err error
-			res, err = netlink.IpsetList(def.Name)
-			return err
-		})
-		if errors.Is(err, syscall.ENOENT) {
+		members, err := s.members(ctx, def)
+		if errors.Is(err, dataplane.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list ipset %s: %w", def.Name, err)
+			return nil, err
 		}
-		for _, ne := range res.Entries {
-			e, err := fromIPSetEntry(def, ne)
-			if err != nil {
-				return nil, fmt.Errorf("read member of ipset %s: %w", def.Name, err)
-			}
+		for _, e := range members {
 			out[e] = struct{}{}
 		}
+	}
+	return out, nil
+}
+
+// members lists the members of one set (ErrNotExist when it is missing).
+func (s *Shim) members(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error) {
+	res, err := call(ctx, s.ipsets, "list ipset", func(h ipsetHandle) (*netlink.IPSetResult, error) {
+		return h.IpsetList(def.Name)
+	})
+	if errors.Is(err, syscall.ENOENT) {
+		return nil, fmt.Errorf("list ipset %s: %w: %w", def.Name, dataplane.ErrNotExist, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list ipset %s: %w", def.Name, err)
+	}
+	out := make([]model.SetEntry, 0, len(res.Entries))
+	for _, ne := range res.Entries {
+		e, err := fromIPSetEntry(def, ne)
+		if err != nil {
+			return nil, fmt.Errorf("read member of ipset %s: %w", def.Name, err)
+		}
+		out = append(out, e)
 	}
 	return out, nil
 }
@@ -288,25 +377,28 @@ func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
 // AddSetEntry adds a member: ErrExist when it is there, ErrNotExist when
 // the set is missing.
 func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
-	return s.change(ctx, "add", e, netlink.IpsetAdd, dataplane.ErrExist)
+	return s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist)
 }
 
 // DeleteSetEntry removes a member: ErrNotExist when it or its set is
 // missing.
 func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
-	return s.change(ctx, "delete", e, netlink.IpsetDel, dataplane.ErrNotExist)
+	return s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist)
 }
+
+func (h ipsetHandle) add(set string, e *netlink.IPSetEntry) error { return h.IpsetAdd(set, e) }
+func (h ipsetHandle) del(set string, e *netlink.IPSetEntry) error { return h.IpsetDel(set, e) }
 
 // change sends one add or delete. The kernel answers IPSET_ERR_EXIST both
 // for adding a member that is there and deleting one that is not; onExist
 // says which it means here.
-func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn func(string, *netlink.IPSetEntry) error, onExist error) error {
+func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn func(ipsetHandle, string, *netlink.IPSetEntry) error, onExist error) error {
 	if !shim.IsOurs(e.Set) {
 		return fmt.Errorf("%s %s: not one of the shim's sets", what, e)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := bounded(ctx, func() error { return fn(e.Set, toIPSetEntry(e)) })
+	err := s.ipsets.run(ctx, "ipset "+what, func(h ipsetHandle) error { return fn(h, e.Set, toIPSetEntry(e)) })
 	switch {
 	case err == nil:
 		return nil
@@ -362,11 +454,8 @@ func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMat
 
 // destroySets destroys every set whose name matches.
 func (s *Shim) destroySets(ctx context.Context, match func(string) bool) error {
-	var all []netlink.IPSetResult
-	err := bounded(ctx, func() error {
-		var err error
-		all, err = netlink.IpsetListAll()
-		return err
+	all, err := call(ctx, s.ipsets, "list ipsets", func(h ipsetHandle) ([]netlink.IPSetResult, error) {
+		return h.IpsetListAll()
 	})
 	if err != nil {
 		return fmt.Errorf("list ipsets: %w", err)
@@ -376,7 +465,7 @@ func (s *Shim) destroySets(ctx context.Context, match func(string) bool) error {
 		if !match(set.SetName) {
 			continue
 		}
-		err := bounded(ctx, func() error { return netlink.IpsetDestroy(set.SetName) })
+		err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(set.SetName) })
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", set.SetName, err))
 		}

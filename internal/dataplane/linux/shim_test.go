@@ -8,9 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +71,12 @@ func needBackend(t *testing.T, b shim.Backend) {
 }
 
 func newShim(t *testing.T, b shim.Backend) *linux.Shim {
-	s := linux.NewShim(linux.ShimOptions{Backend: b})
+	return newShimWith(t, linux.ShimOptions{Backend: b})
+}
+
+// newShimWith is newShim with options.
+func newShimWith(t *testing.T, o linux.ShimOptions) *linux.Shim {
+	s := linux.NewShim(o)
 	clean := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -342,5 +349,62 @@ func TestShimDetectsBackend(t *testing.T) {
 	t.Cleanup(func() { _, _ = exec.Command("iptables-legacy", "-F", "INPUT").CombinedOutput() })
 	if got := linux.NewShim(linux.ShimOptions{}).Backend(ctx30(t)); got != shim.BackendLegacy {
 		t.Errorf("rules in legacy: backend %s, want legacy", got)
+	}
+}
+
+// TestShimXtablesLockHeld: while another program holds the xtables lock,
+// EnsureShim fails within its bound (LockWait) with an error naming the
+// lock, instead of stalling the sync; once the lock is free it succeeds.
+func TestShimXtablesLockHeld(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	needBackend(t, shim.BackendLegacy)
+	if _, err := exec.LookPath("flock"); err != nil {
+		skipOrFail(t, "flock (util-linux) is needed to hold the xtables lock")
+	}
+	// The lock file is the machine's, not the network namespace's: holding
+	// /run/xtables.lock would stall every iptables-legacy user of the
+	// machine. iptables-legacy takes XTABLES_LOCKFILE in its place (the
+	// tools the shim runs inherit it), so the test holds a lock of its own.
+	lock := filepath.Join(t.TempDir(), "xtables.lock")
+	t.Setenv("XTABLES_LOCKFILE", lock)
+	s, ctx := newShimWith(t, linux.ShimOptions{Backend: shim.BackendLegacy, LockWait: time.Second}), ctx30(t)
+	cfg := shim.Config{IPv4: true}
+
+	// flock's child (sleep) holds the lock too: both go, as a group.
+	holder := exec.Command("flock", lock, "sleep", "120")
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
+			_ = holder.Wait()
+		}
+	}
+	t.Cleanup(release)
+	for exec.Command("flock", "-n", lock, "true").Run() == nil {
+		time.Sleep(10 * time.Millisecond) // until the holder has it
+	}
+
+	start := time.Now()
+	err := s.EnsureShim(ctx, cfg)
+	took := time.Since(start)
+	t.Logf("ensure with the lock held: %s: %v", took, err)
+	if err == nil || !strings.Contains(err.Error(), "xtables lock") {
+		t.Fatalf("ensure with the lock held: got %v, want an error naming the xtables lock", err)
+	}
+	// LockWait is 1 s; the rest is the tools' own start-up, generous for a
+	// loaded machine, and far below the call's one-minute bound.
+	if took < time.Second || took > 10*time.Second {
+		t.Fatalf("ensure with the lock held took %s, want about LockWait (1s)", took)
+	}
+	release()
+	if err := s.EnsureShim(ctx, cfg); err != nil {
+		t.Fatalf("ensure once the lock is free: %v", err)
 	}
 }
