@@ -30,6 +30,8 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"EnsureKeepsMembers", testEnsureKeepsMembers},
 	{"DeleteShim", testDeleteShim},
 	{"SetMemberMustFit", testSetMemberMustFit},
+	{"NetworksReadBack", testNetworksReadBack},
+	{"ZeroPrefixRefused", testZeroPrefixRefused},
 }
 
 var dualStack = shim.Config{Families: model.Families{IPv4: true, IPv6: true}}
@@ -142,5 +144,51 @@ func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	}
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members:\n%s", got)
+	}
+}
+
+// testNetworksReadBack: what the kernel holds of a network member is the
+// prefix asked for, short and long ones alike.
+func testNetworksReadBack(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	lb4, lb6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	var members []model.SetEntry
+	for _, p := range []string{"10.20.0.0/16", "128.0.0.0/1", "203.0.113.7/32"} {
+		members = append(members, shim.SourceRangeEntry(lb4, model.TCP, 443, netip.MustParsePrefix(p)))
+	}
+	for _, p := range []string{"8000::/1", "2001:db8:7::/64", "2001:db8::7/128"} {
+		members = append(members, shim.SourceRangeEntry(lb6, model.TCP, 443, netip.MustParsePrefix(p)))
+	}
+	for _, e := range members {
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	}
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
+		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// testZeroPrefixRefused: a network of prefix length 0 is refused, not
+// stored as something else (the kernel would hold the host prefix: one
+// client allowed instead of all).
+func testZeroPrefixRefused(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	for _, e := range []model.SetEntry{
+		shim.SourceRangeEntry(netip.MustParseAddr("192.0.2.10"), model.TCP, 443, netip.MustParsePrefix("0.0.0.0/0")),
+		shim.SourceRangeEntry(netip.MustParseAddr("2001:db8::10"), model.TCP, 443, netip.MustParsePrefix("::/0")),
+	} {
+		err := nf.AddSetEntry(ctx, e)
+		if err == nil || errors.Is(err, dataplane.ErrExist) || errors.Is(err, dataplane.ErrNotExist) ||
+			!strings.Contains(err.Error(), "prefix length 0") {
+			t.Fatalf("add %s: got %v, want a refusal naming the zero prefix length", e, err)
+		}
+		err = nf.DeleteSetEntry(ctx, e)
+		if err == nil || !strings.Contains(err.Error(), "prefix length 0") {
+			t.Fatalf("delete %s: got %v, want a refusal naming the zero prefix length", e, err)
+		}
+	}
+	if got := setDump(t, ctx, nf); got != "" {
+		t.Fatalf("members after refused adds:\n%s", got)
 	}
 }

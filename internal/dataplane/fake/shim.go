@@ -81,6 +81,9 @@ func (f *Fake) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 
 // set finds e's set and checks that e fits it, as the kernel would.
 func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
+	if err := dataplane.CheckSetEntry(e); err != nil {
+		return nil, err
+	}
 	members, ok := f.sets[e.Set]
 	if !ok {
 		return nil, fmt.Errorf("set %s: %w", e.Set, dataplane.ErrNotExist)

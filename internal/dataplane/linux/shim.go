@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -375,14 +376,27 @@ func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
 }
 
 // AddSetEntry adds a member: ErrExist when it is there, ErrNotExist when
-// the set is missing.
+// the set is missing. A network member is read back: the kernel must hold
+// the very prefix asked for (see checkHeld).
 func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
-	return s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist)
+	if err := dataplane.CheckSetEntry(e); err != nil {
+		return fmt.Errorf("ipset add: %w", err)
+	}
+	if err := s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist); err != nil {
+		return err
+	}
+	if !e.Net.IsValid() {
+		return nil
+	}
+	return s.checkHeld(ctx, e)
 }
 
 // DeleteSetEntry removes a member: ErrNotExist when it or its set is
 // missing.
 func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
+	if err := dataplane.CheckSetEntry(e); err != nil {
+		return fmt.Errorf("ipset delete: %w", err)
+	}
 	return s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist)
 }
 
@@ -408,6 +422,44 @@ func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn fun
 		err = fmt.Errorf("set %s: %w: %w", e.Set, dataplane.ErrNotExist, err)
 	}
 	return fmt.Errorf("ipset %s %s: %w", what, e, err)
+}
+
+// checkHeld lists e's set back and fails unless the kernel holds e exactly:
+// a network whose prefix the request lost or the kernel changed would
+// filter other clients than the Service asked for. What the add made is
+// taken out again, so no wrong member stays behind.
+func (s *Shim) checkHeld(ctx context.Context, e model.SetEntry) error {
+	held, err := s.heldAs(ctx, e)
+	if err != nil {
+		return fmt.Errorf("ipset add %s: read it back: %w", e, err)
+	}
+	if held {
+		return nil
+	}
+	err = fmt.Errorf("ipset add %s: the kernel does not hold it as asked", e)
+	if derr := s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist); derr != nil {
+		err = fmt.Errorf("%w; taking the add back: %w", err, derr)
+	}
+	return err
+}
+
+// heldAs tells whether e's set holds e exactly.
+func (s *Shim) heldAs(ctx context.Context, e model.SetEntry) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, def := range shim.Sets(true, true) {
+		if def.Name != e.Set {
+			continue
+		}
+		members, err := s.members(ctx, def)
+		if err != nil {
+			return false, err
+		}
+		want := e
+		want.Net = e.Net.Masked() // the kernel keeps a network's address masked
+		return slices.Contains(members, want), nil
+	}
+	return false, fmt.Errorf("%s is not one of the shim's sets", e.Set)
 }
 
 // DeleteShim deletes the shim's jumps and chains in both families, then

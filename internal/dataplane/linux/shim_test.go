@@ -408,3 +408,30 @@ func TestShimXtablesLockHeld(t *testing.T) {
 		t.Fatalf("ensure once the lock is free: %v", err)
 	}
 }
+
+// TestShimReadBackCatchesLostPrefix: were a network member sent without
+// its prefix (what the netlink library does with a zero-length one), the
+// kernel would hold the host prefix; the read-back after the add catches
+// that and takes the add back, leaving no wrong member.
+func TestShimReadBackCatchesLostPrefix(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	needBackend(t, shim.BackendNFT)
+	s, ctx := newShim(t, shim.BackendNFT), ctx30(t)
+	if err := s.EnsureShim(ctx, shim.Config{IPv4: true}); err != nil {
+		t.Fatal(err)
+	}
+	lost := shim.SourceRangeEntry(netip.MustParseAddr("192.0.2.10"), model.TCP, 443, netip.MustParsePrefix("0.0.0.0/0"))
+	err := s.AddUnchecked(ctx, lost)
+	if err == nil || !strings.Contains(err.Error(), "does not hold it as asked") {
+		t.Fatalf("add of a member the kernel stores otherwise: got %v, want the read-back to refuse it", err)
+	}
+	if got, err := s.SetEntries(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("members after the refused add: %v (%v), want none", got, err)
+	}
+	ok := shim.SourceRangeEntry(netip.MustParseAddr("192.0.2.10"), model.TCP, 443, netip.MustParsePrefix("10.0.0.0/8"))
+	if err := s.AddUnchecked(ctx, ok); err != nil {
+		t.Fatalf("control: a /8 member: %v", err)
+	}
+}
