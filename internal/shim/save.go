@@ -120,15 +120,59 @@ func Removal(s Saved, chains map[string][]string) string {
 	return b.String()
 }
 
-// jumpTarget is the chain a rule jumps (-j) or goes (-g) to, "" if none.
+// jumpTarget is the chain a rule jumps (-j, --jump) or goes (-g, --goto)
+// to, "" if none. The rule is split into arguments as iptables-restore
+// splits it, so that "-j KUBE-IPVS-..." inside a quoted argument (a
+// foreign rule's comment) is text, not a jump; a rule it cannot split is
+// nobody's jump.
 func jumpTarget(rule string) string {
-	f := strings.Fields(rule)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" {
-			return f[i+1]
+	args, ok := splitArgs(rule)
+	if !ok {
+		return ""
+	}
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-j", "--jump", "-g", "--goto":
+			return args[i+1]
 		}
 	}
 	return ""
+}
+
+// splitArgs splits a rule of iptables-save output into its arguments:
+// blanks separate them, except inside double quotes, where a backslash
+// escapes the next character (iptables-save quotes a comment so, escaping
+// its quotes and backslashes). ok is false for an unclosed quote.
+func splitArgs(rule string) (args []string, ok bool) {
+	var cur strings.Builder
+	inArg, quoted, escaped := false, false, false
+	for _, r := range rule {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case quoted && r == '\\':
+			escaped = true
+		case r == '"':
+			quoted, inArg = !quoted, true
+		case !quoted && (r == ' ' || r == '\t'):
+			if inArg {
+				args = append(args, cur.String())
+				cur.Reset()
+				inArg = false
+			}
+		default:
+			cur.WriteRune(r)
+			inArg = true
+		}
+	}
+	if quoted {
+		return nil, false
+	}
+	if inArg {
+		args = append(args, cur.String())
+	}
+	return args, true
 }
 
 func sortedKeys(m map[string][]string) []string {

@@ -139,6 +139,38 @@ COMMIT
 	}
 }
 
+// TestRemovalReadsArguments: only a rule whose jump target is one of the
+// doomed chains is deleted; text that looks like a jump inside a quoted
+// argument (a foreign rule's comment) is not a jump.
+func TestRemovalReadsArguments(t *testing.T) {
+	const head = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-IPVS-FIREWALL - [0:0]\n"
+	for _, tc := range []struct {
+		name, rule string
+		deleted    bool
+	}{
+		{"our jump", `-j KUBE-IPVS-FIREWALL`, true},
+		{"our jump, long option", `-m comment --comment "ipvs firewall" --jump KUBE-IPVS-FIREWALL`, true},
+		{"our goto", `-s 10.0.0.0/8 -g KUBE-IPVS-FIREWALL`, true},
+		{"jump in a foreign comment", `-m comment --comment "-j KUBE-IPVS-FIREWALL" -j ACCEPT`, false},
+		{"jump mid-comment", `-m comment --comment "see -j KUBE-IPVS-FIREWALL too" -j ACCEPT`, false},
+		{"escaped quote in a comment", `-m comment --comment "a \" -j KUBE-IPVS-FIREWALL" -j DROP`, false},
+		{"comment with no jump after it", `-p tcp -m comment --comment "-j KUBE-IPVS-FIREWALL"`, false},
+		{"unclosed quote", `-m comment --comment "-j KUBE-IPVS-FIREWALL -j ACCEPT`, false},
+		{"other chain", `-j KUBE-IPVS-FIREWALL2`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Removal(ParseSave(head+"-A INPUT "+tc.rule+"\nCOMMIT\n"), OurChains())
+			deleted := strings.Contains(got, "-D INPUT "+tc.rule+"\n")
+			if deleted != tc.deleted {
+				t.Fatalf("rule %s: deleted %v, want %v; removal:\n%s", tc.rule, deleted, tc.deleted, got)
+			}
+			if !strings.Contains(got, "-X KUBE-IPVS-FIREWALL\n") {
+				t.Fatalf("our chain not removed:\n%s", got)
+			}
+		})
+	}
+}
+
 func TestSetNames(t *testing.T) {
 	for _, s := range Sets(true, true) {
 		if len(s.Name) > 31 {

@@ -256,15 +256,20 @@ func testRemoveForeign(t *testing.T, b shim.Backend) {
 		t.Fatal(err)
 	}
 	run(t, b.Command("iptables"), "-t", "filter", "-A", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
+	// A comment that reads like a jump to our chain is still a comment.
+	decoy := "see -j " + shim.ChainFirewall + " \"here\""
+	run(t, b.Command("iptables"), "-t", "filter", "-A", "INPUT", "-m", "comment", "--comment", decoy, "-j", "ACCEPT")
 	run(t, "ipset", "create", "foreign-set", "hash:ip")
 	if err := s.DeleteShim(ctx); err != nil {
 		t.Fatal(err)
 	}
 	save := run(t, b.Command("iptables-save")) + run(t, b.Command("ip6tables-save"))
-	if strings.Contains(save, "KUBE-IPVS") {
-		t.Fatalf("our rules survived removal:\n%s", save)
+	for _, line := range strings.Split(save, "\n") {
+		if strings.Contains(line, "KUBE-IPVS") && !strings.Contains(line, "--comment") {
+			t.Fatalf("our rules survived removal:\n%s", save)
+		}
 	}
-	if !strings.Contains(save, "-A INPUT -s 10.9.9.9/32 -j DROP") {
+	if !strings.Contains(save, "-A INPUT -s 10.9.9.9/32 -j DROP") || !strings.Contains(save, "see -j "+shim.ChainFirewall) {
 		t.Fatalf("a foreign rule was removed:\n%s", save)
 	}
 	sets := run(t, "ipset", "list", "-n")
@@ -272,6 +277,7 @@ func testRemoveForeign(t *testing.T, b shim.Backend) {
 		t.Fatalf("sets after removal:\n%s", sets)
 	}
 	run(t, b.Command("iptables"), "-t", "filter", "-D", "INPUT", "-s", "10.9.9.9/32", "-j", "DROP")
+	run(t, b.Command("iptables"), "-t", "filter", "-D", "INPUT", "-m", "comment", "--comment", decoy, "-j", "ACCEPT")
 	run(t, "ipset", "destroy", "foreign-set")
 }
 
