@@ -4,6 +4,7 @@ package linux_test
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/moby/ipvs"
 	"github.com/ti-mo/conntrack"
+	"github.com/vishvananda/netlink"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
@@ -212,5 +214,83 @@ func TestStrictARP(t *testing.T) {
 	}
 	if a, b := readSysctl(t, "net/ipv4/conf/all/arp_ignore"), readSysctl(t, "net/ipv4/conf/all/arp_announce"); a != "1" || b != "2" {
 		t.Fatalf("strict ARP: arp_ignore=%s arp_announce=%s, want 1 and 2", a, b)
+	}
+}
+
+// TestInitLeavesNoLinkLocal: kube-ipvs0 comes up with no IPv6 address of
+// its own, whether Init creates it or finds it up with one (an earlier
+// version's, or a link made by hand).
+func TestInitLeavesNoLinkLocal(t *testing.T) {
+	dp := newLinux(t)
+	ctx := t.Context()
+	linkLocals := func() []string {
+		t.Helper()
+		link, err := netlink.LinkByName(dataplane.LinkName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if link.Attrs().Flags&net.FlagUp == 0 {
+			t.Fatalf("%s is down", dataplane.LinkName)
+		}
+		addrs, err := netlink.AddrList(link, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range addrs {
+			if a.IP.IsLinkLocalUnicast() {
+				out = append(out, a.IPNet.String())
+			}
+		}
+		return out
+	}
+
+	if err := dp.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.AddAddr(ctx, netip.MustParseAddr("fd00:96::10")); err != nil {
+		t.Fatal(err)
+	}
+	if ll := linkLocals(); len(ll) != 0 {
+		t.Fatalf("after Init, %s holds link-local addresses %v", dataplane.LinkName, ll)
+	}
+	if got := readSysctl(t, "net/ipv6/conf/"+dataplane.LinkName+"/addr_gen_mode"); got != "1" {
+		t.Errorf("addr_gen_mode of %s = %s, want 1 (none)", dataplane.LinkName, got)
+	}
+
+	// A link that came up with the kernel's default gets its link-local
+	// address at once; Init takes it away and keeps the VIPs.
+	if err := dp.DeleteLink(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: dataplane.LinkName}}); err != nil {
+		t.Fatal(err)
+	}
+	link, err := netlink.LinkByName(dataplane.LinkName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	if ll := linkLocals(); len(ll) == 0 {
+		t.Fatalf("control: an up dummy link got no link-local address; this test shows nothing")
+	}
+	vip := netip.MustParseAddr("10.96.0.10")
+	if err := dp.AddAddr(ctx, vip); err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ll := linkLocals(); len(ll) != 0 {
+		t.Fatalf("after Init on an up link, %s holds link-local addresses %v", dataplane.LinkName, ll)
+	}
+	obs, err := dp.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := obs.State.Addrs[vip]; !ok || len(obs.State.Addrs) != 1 {
+		t.Fatalf("Init lost or added VIPs: %v", obs.State.Addrs)
 	}
 }

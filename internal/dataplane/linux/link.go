@@ -45,18 +45,26 @@ var strictARPSysctls = map[string]string{
 	"net/ipv4/conf/all/arp_announce": "2",
 }
 
-// Init creates the dummy link if it is missing, brings it up and sets the
-// sysctls. Running it again changes nothing that is already right.
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE (linux/if_link.h): the kernel
+// gives the link no IPv6 address of its own.
+const addrGenModeNone = 1
+
+// Init creates the dummy link if it is missing, brings it up without an
+// IPv6 link-local address, and sets the sysctls. Running it again changes
+// nothing that is already right.
 func (d *Dataplane) Init(ctx context.Context) error {
 	err := d.do(ctx, "init", func(h *handles) error {
 		link, err := d.ensureLink(h.nl)
 		if err != nil {
 			return err
 		}
+		if err := d.noLinkLocal(h.nl, link); err != nil {
+			return err
+		}
 		if err := h.nl.LinkSetUp(link); err != nil {
 			return fmt.Errorf("set link %s up: %w", d.linkName, err)
 		}
-		return nil
+		return d.deleteLinkLocal(h.nl, link)
 	})
 	if err != nil {
 		return fmt.Errorf("init dataplane: %w", err)
@@ -89,6 +97,42 @@ func (d *Dataplane) ensureLink(h *netlink.Handle) (netlink.Link, error) {
 		return nil, fmt.Errorf("look up link %s after creating it: %w", d.linkName, err)
 	}
 	return link, nil
+}
+
+// noLinkLocal turns off IPv6 address generation on the link before it
+// comes up. An up link otherwise gets a link-local address (fe80::/64 from
+// its random MAC): the node would then send router and multicast listener
+// solicitations from kube-ipvs0 and answer on that address, which nobody
+// asked for (issue 9). kube-proxy leaves its link down instead; keeping
+// ours up keeps the VIP behaviour the VM suites check, with nothing else on
+// the link. A kernel without IPv6 has nothing to turn off.
+func (d *Dataplane) noLinkLocal(h *netlink.Handle, link netlink.Link) error {
+	if _, err := os.Stat(filepath.Join(d.procSys, "net/ipv6/conf", d.linkName)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := h.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil {
+		return fmt.Errorf("turn off IPv6 address generation on %s: %w", d.linkName, err)
+	}
+	return nil
+}
+
+// deleteLinkLocal removes the link-local addresses a link brought up
+// before address generation was off still holds (one made by an earlier
+// version, or by hand). They are never VIPs: a Service cannot have one.
+func (d *Dataplane) deleteLinkLocal(h *netlink.Handle, link netlink.Link) error {
+	list, err := h.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("list IPv6 addresses of %s: %w", d.linkName, err)
+	}
+	for _, a := range list {
+		if !a.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		if err := h.AddrDel(link, &a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return fmt.Errorf("delete link-local address %s of %s: %w", a.IP, d.linkName, err)
+		}
+	}
+	return nil
 }
 
 func isLinkNotFound(err error) bool {
