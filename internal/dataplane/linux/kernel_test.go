@@ -4,6 +4,7 @@ package linux_test
 
 import (
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -257,6 +258,9 @@ func TestInitLeavesNoLinkLocal(t *testing.T) {
 	if got := readSysctl(t, "net/ipv6/conf/"+dataplane.LinkName+"/addr_gen_mode"); got != "1" {
 		t.Errorf("addr_gen_mode of %s = %s, want 1 (none)", dataplane.LinkName, got)
 	}
+	// Without an address of its own the link still makes an IPv6 VIP
+	// local: a connection to it is answered.
+	reachVIP(t, netip.MustParseAddr("fd00:96::10"))
 
 	// A link that came up with the kernel's default gets its link-local
 	// address at once; Init takes it away and keeps the VIPs.
@@ -292,5 +296,32 @@ func TestInitLeavesNoLinkLocal(t *testing.T) {
 	}
 	if _, ok := obs.State.Addrs[vip]; !ok || len(obs.State.Addrs) != 1 {
 		t.Fatalf("Init lost or added VIPs: %v", obs.State.Addrs)
+	}
+	reachVIP(t, vip)
+}
+
+// reachVIP listens on vip and connects to it: the VIP is local.
+func reachVIP(t *testing.T, vip netip.Addr) {
+	t.Helper()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(vip, 0).String())
+	if err != nil {
+		t.Fatalf("listen on VIP %s: %v", vip, err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			_, _ = c.Write([]byte("ok"))
+			c.Close()
+		}
+	}()
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("connect to VIP %s: %v", vip, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ok" {
+		t.Fatalf("read from VIP %s: %q, %v", vip, buf, err)
 	}
 }
