@@ -376,7 +376,7 @@ func TestShimXtablesLockHeld(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "xtables.lock")
 	t.Setenv("XTABLES_LOCKFILE", lock)
 	s, ctx := newShimWith(t, linux.ShimOptions{Backend: shim.BackendLegacy, LockWait: time.Second}), ctx30(t)
-	cfg := shim.Config{IPv4: true}
+	cfg := shim.Config{Families: model.Families{IPv4: true}}
 
 	// flock's child (sleep) holds the lock too: both go, as a group.
 	holder := exec.Command("flock", lock, "sleep", "120")
@@ -425,7 +425,7 @@ func TestShimReadBackCatchesLostPrefix(t *testing.T) {
 	}
 	needBackend(t, shim.BackendNFT)
 	s, ctx := newShim(t, shim.BackendNFT), ctx30(t)
-	if err := s.EnsureShim(ctx, shim.Config{IPv4: true}); err != nil {
+	if err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}}); err != nil {
 		t.Fatal(err)
 	}
 	lost := shim.SourceRangeEntry(netip.MustParseAddr("192.0.2.10"), model.TCP, 443, netip.MustParsePrefix("0.0.0.0/0"))
