@@ -136,7 +136,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 		t.Fatal("the views did not answer while a sync was stuck in the kernel")
 	}
 	for path, want := range map[string][]string{
-		server.PathHealth:  {"200 OK", `"ops": 5`},
+		server.PathHealth:  {"200 OK", `"ops": 7`},
 		server.PathStatus:  {"200 OK", `"addr": "10.244.1.2:8080"`, `"state": "ready"`},
 		server.PathDiff:    {"200 OK", `"ops": []`},
 		server.PathMetrics: {"200 OK", "\nkube_ipvs_real_servers 1\n", "\nkube_ipvs_virtual_servers 1\n"},

@@ -96,7 +96,7 @@ func hasReal(s *model.Service, addr netip.AddrPort) bool {
 func Sort(ops []Op) {
 	slices.SortStableFunc(ops, func(a, b Op) int {
 		return cmp.Or(
-			cmp.Compare(a.Kind, b.Kind),
+			cmp.Compare(stage(a), stage(b)),
 			a.VS.Key.Compare(b.VS.Key),
 			a.RS.Addr.Compare(b.RS.Addr),
 			a.Addr.Compare(b.Addr),
@@ -106,16 +106,31 @@ func Sort(ops []Op) {
 	})
 }
 
+// stage is an operation's place in apply order: its Kind's, except that a
+// frontend's ownership record is added first, before the virtual server it
+// records is created (its removal, like every member's, comes last, after
+// the virtual server is deleted).
+func stage(o Op) int {
+	if o.Kind == AddSetEntry && shim.KindOf(o.Entry) == shim.Frontends {
+		return -1
+	}
+	return int(o.Kind)
+}
+
 // entryRank orders set members within their kind so that a source-range
 // filter never has fewer allowed ranges than it should: allowed ranges are
 // added before the filter member that makes them count, and the filter
-// member is removed before its ranges.
+// member is removed before its ranges. A VIPs member goes after every
+// other: while its address is still bound (its unbind failed), its ports
+// stay closed to host sockets.
 func entryRank(o Op) int {
 	switch kind := shim.KindOf(o.Entry); {
 	case o.Kind == AddSetEntry && kind == shim.SourceRanges:
 		return 0
 	case o.Kind == DeleteSetEntry && kind == shim.Firewall:
 		return 0
+	case o.Kind == DeleteSetEntry && kind == shim.VIPs:
+		return 2
 	}
 	return 1
 }

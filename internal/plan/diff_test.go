@@ -198,6 +198,56 @@ ipset del KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,198.51.100.0/24
 	})
 }
 
+// TestFrontendRecordBracketsItsServer: a frontend's ownership record is
+// written before anything else (so a crash after any later operation
+// leaves a virtual server we own) and removed after everything else but the
+// VIP's member (so the server is ours until it is gone, and a VIP whose
+// unbind failed keeps its other ports closed).
+func TestFrontendRecordBracketsItsServer(t *testing.T) {
+	lb := netip.MustParseAddr("192.0.2.10")
+	k := model.NewVSKey(model.TCP, lb, 80)
+	np := model.NewVSKey(model.TCP, node1, 30080)
+	full := func() model.State {
+		s := state([]netip.Addr{lb}, svc(k, "rr", rs("10.244.0.2:8080", 1)), svc(np, "rr", rs("10.244.0.2:8080", 1)))
+		for _, e := range []model.SetEntry{
+			shim.Entry(shim.Frontends, lb, model.TCP, 80), shim.Entry(shim.Frontends, node1, model.TCP, 30080),
+			shim.Entry(shim.External, lb, model.TCP, 80), shim.VIPEntry(lb),
+		} {
+			s.Sets[e] = struct{}{}
+		}
+		return s
+	}
+	got := render(Diff(full(), model.NewState(), testOwner(model.NewState())))
+	want := `ipset add KUBE-IPVS-FRONTENDS 192.0.2.10,tcp:80
+ipset add KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:30080
+-A -t 192.0.2.10:80 -s rr
+-A -t 192.168.1.10:30080 -s rr
+-a -t 192.0.2.10:80 -r 10.244.0.2:8080 -m -w 1
+-a -t 192.168.1.10:30080 -r 10.244.0.2:8080 -m -w 1
+ipset add KUBE-IPVS-EXTERNAL 192.0.2.10,tcp:80
+ipset add KUBE-IPVS-VIPS 192.0.2.10
+ip addr add 192.0.2.10/32
+`
+	if got != want {
+		t.Errorf("create:\n%s\nwant:\n%s", got, want)
+	}
+	obs := full()
+	// Owned by the record alone: no node address, no NodePort range.
+	owner := NewOwner(obs, nil, OwnerPolicy{Families: testPolicy.Families})
+	got = render(Diff(model.NewState(), obs, owner))
+	want = `-D -t 192.0.2.10:80
+-D -t 192.168.1.10:30080
+ip addr del 192.0.2.10/32
+ipset del KUBE-IPVS-EXTERNAL 192.0.2.10,tcp:80
+ipset del KUBE-IPVS-FRONTENDS 192.0.2.10,tcp:80
+ipset del KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:30080
+ipset del KUBE-IPVS-VIPS 192.0.2.10
+`
+	if got != want {
+		t.Errorf("delete:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestNewOwner checks each way a virtual server becomes ours, all read from
 // the one observed state the owner is built from.
 func TestNewOwner(t *testing.T) {
@@ -205,6 +255,8 @@ func TestNewOwner(t *testing.T) {
 	observed := state([]netip.Addr{vip1})
 	observed.Sets[shim.Entry(shim.NoEndpoints, unbound, model.UDP, 53)] = struct{}{}
 	observed.Sets[shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(unbound, 80))] = struct{}{}
+	oldNode := netip.MustParseAddr("192.168.1.9") // the node's address before it changed
+	observed.Sets[shim.Entry(shim.Frontends, oldNode, model.TCP, 30081)] = struct{}{}
 	o := NewOwner(observed, []netip.Addr{node1}, testPolicy)
 	for _, tt := range []struct {
 		key  model.VSKey
@@ -216,6 +268,8 @@ func TestNewOwner(t *testing.T) {
 		{model.NewVSKey(model.UDP, unbound, 54), false},                          // another port
 		{model.NewVSKey(model.TCP, node1, 30080), true},                          // node port in range
 		{model.NewVSKey(model.TCP, node1, 22), false},                            // node port out of range
+		{model.NewVSKey(model.TCP, oldNode, 30081), true},                        // recorded, no longer a node address
+		{model.NewVSKey(model.TCP, oldNode, 30082), false},                       // not recorded
 		{model.NewVSKey(model.TCP, ext, 443), false},                             // foreign
 		{model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.9.9"), 80), false}, // excluded
 		{model.VSKey{FWMark: 7}, false},

@@ -18,7 +18,10 @@ import (
 // before the VIPs are bound, so a VIP goes live with its masquerading,
 // source-range filter and reject rule already in force; they are removed
 // last, after the VIP is gone, so a live VIP never loses its source-range
-// filter (see Sort for the order within the set kinds).
+// filter (see Sort for the order within the set kinds). One member is the
+// exception: a frontend's ownership record (shim.Frontends) is added
+// before anything else, ahead of the virtual server it records, so that no
+// crash can leave a virtual server of ours that nothing names as ours.
 type Kind int
 
 const (

@@ -50,6 +50,16 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 // address is bound to our link, or one of our sets names it as a frontend,
 // or it is a node address with a port in the NodePort range; and it is
 // neither excluded nor of a disabled family.
+//
+// The Frontends set is what makes ownership durable: the agent records
+// every frontend there before creating it, so its record outlives restarts,
+// node address changes and the Node's deletion. The other two rules adopt
+// what was made before such records existed: the link rule the VIPs
+// kube-proxy left on kube-ipvs0, the NodePort rule kube-proxy's (and older
+// agents') NodePort virtual servers on node addresses, which no set of
+// ours names and which a migrating agent must take over, not refuse. The
+// API server reserves that port range for NodePorts, so no one else's
+// server belongs there.
 func (o Owner) OwnsService(k model.VSKey) bool {
 	if k.FWMark != 0 || !o.OwnsAddr(k.Addr) {
 		return false

@@ -23,15 +23,22 @@ import (
 // deleted stays bound (the binding is what makes the server ours, so the
 // next sync can still remove it). A VIP whose source-range filter could
 // not be put in place is not bound either: it would go live unfiltered.
+// A frontend whose ownership record could not be written gets no virtual
+// server: made unrecorded, a crash could leave it owned by nobody.
 func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err error) {
 	var errs []error
 	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
 	// frontends whose virtual server could not be deleted keep their set
 	// members: they are what still marks the server as ours.
 	kept := map[netip.Addr]bool{}
+	unrecorded := map[model.VSKey]bool{}
 	var udpGone, udpFirst []netip.AddrPort
 	for _, op := range ops {
 		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
+			continue
+		}
+		if (op.Kind == plan.AddService || op.Kind == plan.AddReal) && unrecorded[op.VS.Key] {
+			held[op.VS.Key.Addr] = true
 			continue
 		}
 		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
@@ -51,6 +58,9 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			}
 			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
 				held[op.Entry.Addr] = true
+			}
+			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends {
+				unrecorded[model.NewVSKey(op.Entry.Proto, op.Entry.Addr, op.Entry.Port)] = true
 			}
 			continue
 		}

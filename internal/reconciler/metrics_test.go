@@ -94,7 +94,7 @@ kube_ipvs_draining_real_servers 0
 kube_ipvs_invalid_services 0
 kube_ipvs_operations_total{op="add-real",result="success"} 3
 kube_ipvs_operations_total{op="add-service",result="success"} 2
-kube_ipvs_operations_total{op="add-set-entry",result="success"} 5
+kube_ipvs_operations_total{op="add-set-entry",result="success"} 9
 kube_ipvs_operations_total{op="bind-addr",result="success"} 2
 kube_ipvs_real_servers 3
 kube_ipvs_services_translated_total 2

@@ -40,10 +40,10 @@ func TestSyncFromScratch(t *testing.T) {
 	r.webAndDNS()
 	st := r.sync(false)
 	r.expectDump(webAndDNS)
-	// 7 IPVS and address operations, 5 shim set members (2 cluster IPs, 3
-	// hairpin members).
-	if !st.Full || st.Ops != 12 {
-		t.Fatalf("first sync: full=%v ops=%d, want full with 12 ops", st.Full, st.Ops)
+	// 7 IPVS and address operations, 9 shim set members (2 frontend
+	// records, 2 cluster IPs, 3 hairpin members, 2 VIPs).
+	if !st.Full || st.Ops != 16 {
+		t.Fatalf("first sync: full=%v ops=%d, want full with 16 ops", st.Full, st.Ops)
 	}
 }
 
@@ -246,7 +246,9 @@ func TestDryRunPrintsAndChangesNothing(t *testing.T) {
 	if r.fake.Dump() != "" {
 		t.Fatalf("dry run changed the kernel:\n%s", r.fake.Dump())
 	}
-	want := `-A -t 10.96.0.10:80 -s rr
+	want := `ipset add KUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80
+ipset add KUBE-IPVS-FRONTENDS 10.96.0.53,udp:53
+-A -t 10.96.0.10:80 -s rr
 -A -u 10.96.0.53:53 -s rr
 -a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1
 -a -t 10.96.0.10:80 -r 10.244.2.2:8080 -m -w 1
@@ -256,6 +258,8 @@ ipset add KUBE-IPVS-CLUSTER-IP 10.96.0.53,udp:53
 ipset add KUBE-IPVS-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
 ipset add KUBE-IPVS-LOOP-BACK 10.244.1.3,udp:53,10.244.1.3
 ipset add KUBE-IPVS-LOOP-BACK 10.244.2.2,tcp:8080,10.244.2.2
+ipset add KUBE-IPVS-VIPS 10.96.0.10
+ipset add KUBE-IPVS-VIPS 10.96.0.53
 ip addr add 10.96.0.10/32
 ip addr add 10.96.0.53/32
 `

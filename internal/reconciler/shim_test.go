@@ -42,10 +42,14 @@ func TestShimMembersFollowServices(t *testing.T) {
 	r.store.SetService(lbLocal())
 	r.sync(false)
 	want := `set KUBE-IPVS-CLUSTER-IP 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 192.0.2.20,tcp:80
 set KUBE-IPVS-LB-FW 192.0.2.20,tcp:80
 set KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.20,tcp:80,198.51.100.0/24
 set KUBE-IPVS-NO-ENDPOINTS 10.96.0.20,tcp:80
 set KUBE-IPVS-NO-ENDPOINTS 192.0.2.20,tcp:80
+set KUBE-IPVS-VIPS 10.96.0.20
+set KUBE-IPVS-VIPS 192.0.2.20
 `
 	if got := setLines(r.fake.Dump()); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
@@ -60,9 +64,13 @@ set KUBE-IPVS-NO-ENDPOINTS 192.0.2.20,tcp:80
 	r.store.SetSlice(sl)
 	r.sync(false)
 	want = `set KUBE-IPVS-CLUSTER-IP 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 192.0.2.20,tcp:80
 set KUBE-IPVS-LB-FW 192.0.2.20,tcp:80
 set KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.20,tcp:80,198.51.100.0/24
 set KUBE-IPVS-LOOP-BACK 10.244.1.7,tcp:8080,10.244.1.7
+set KUBE-IPVS-VIPS 10.96.0.20
+set KUBE-IPVS-VIPS 192.0.2.20
 `
 	if got := setLines(r.fake.Dump()); got != want {
 		t.Fatalf("members with an endpoint:\n%s\nwant:\n%s", got, want)

@@ -142,6 +142,13 @@ func Rules(c Config, v6 bool) Ruleset {
 		// NEW only: a draining real server's open connections go on.
 		"-p tcp -m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with tcp-reset",
 		"-m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with " + icmpUnreach,
+		// A VIP is bound locally, so without these any host socket would
+		// answer on it: only its frontends' ports go on (to IPVS, which
+		// takes them after filter INPUT); new connections to its other
+		// ports are refused, as kube-proxy's KUBE-IPVS-FILTER does. Node
+		// addresses (NodePorts, health-check ports) are not VIPs.
+		"-m set --match-set " + set(Frontends) + " dst,dst -j RETURN",
+		"-m conntrack --ctstate NEW -m set --match-set " + set(VIPs) + " dst -j REJECT --reject-with " + icmpUnreach,
 	}
 	return Ruleset{
 		IPv6: v6,

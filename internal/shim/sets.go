@@ -44,6 +44,19 @@ const (
 	// server: new connections are rejected at once (TCP reset, ICMP port
 	// unreachable) instead of timing out.
 	NoEndpoints
+	// Frontends holds addr,proto:port of every frontend the agent makes
+	// (ClusterIP, external, load-balancer and NodePort, either traffic
+	// policy). A member is added before its virtual server is created and
+	// removed after it is deleted, so it is the durable record of what is
+	// ours: it survives restarts, node address changes, the Node's deletion
+	// and a crash between creating a virtual server and binding its VIP. It
+	// is also the list of ports a VIP accepts (see VIPs).
+	Frontends
+	// VIPs holds every address the agent binds on its link. New connections
+	// to a VIP on a port that Frontends does not list are rejected, so host
+	// sockets (sshd on 0.0.0.0:22, the kubelet) cannot be reached through a
+	// ClusterIP or external IP (kube-proxy's KUBE-IPVS-FILTER does the same).
+	VIPs
 )
 
 // IPSetType is an ipset type as `ipset create` takes it. It decides which
@@ -51,6 +64,7 @@ const (
 type IPSetType string
 
 const (
+	HashIP        IPSetType = "hash:ip"          // Addr
 	HashIPPort    IPSetType = "hash:ip,port"     // Addr, Proto, Port
 	HashIPPortIP  IPSetType = "hash:ip,port,ip"  // and Addr2
 	HashIPPortNet IPSetType = "hash:ip,port,net" // and Net
@@ -74,10 +88,14 @@ var kindInfos = [...]kindInfo{
 	Firewall:     {suffix: "LB-FW", typ: HashIPPort, frontend: true, guardsSource: true},
 	SourceRanges: {suffix: "LB-SOURCE-CIDR", typ: HashIPPortNet, guardsSource: true},
 	NoEndpoints:  {suffix: "NO-ENDPOINTS", typ: HashIPPort, frontend: true},
+	Frontends:    {suffix: "FRONTENDS", typ: HashIPPort, frontend: true},
+	// Not "IPS": kube-proxy's set of the addresses on kube-ipvs0 is
+	// KUBE-IPVS-IPS.
+	VIPs: {suffix: "VIPS", typ: HashIP},
 }
 
 // kinds lists every set kind in creation order.
-var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints}
+var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints, Frontends, VIPs}
 
 func (k SetKind) info() kindInfo {
 	if k == 0 || int(k) >= len(kindInfos) {
@@ -175,6 +193,12 @@ func IsOurs(name string) bool {
 func Entry(kind SetKind, addr netip.Addr, proto model.Protocol, port uint16) model.SetEntry {
 	addr = addr.Unmap()
 	return model.SetEntry{Set: kind.Name(addr.Is6()), Addr: addr, Proto: proto, Port: port}
+}
+
+// VIPEntry is the VIPs member of an address bound on the link.
+func VIPEntry(addr netip.Addr) model.SetEntry {
+	addr = addr.Unmap()
+	return model.SetEntry{Set: VIPs.Name(addr.Is6()), Addr: addr}
 }
 
 // LoopBackEntry is the hairpin member of an endpoint.

@@ -225,6 +225,8 @@ func TestSetKinds(t *testing.T) {
 		{Firewall, "KUBE-IPVS-LB-FW", "KUBE-IPVS6-LB-FW", HashIPPort, true, true},
 		{SourceRanges, "KUBE-IPVS-LB-SOURCE-CIDR", "KUBE-IPVS6-LB-SOURCE-CIDR", HashIPPortNet, false, true},
 		{NoEndpoints, "KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS6-NO-ENDPOINTS", HashIPPort, true, false},
+		{Frontends, "KUBE-IPVS-FRONTENDS", "KUBE-IPVS6-FRONTENDS", HashIPPort, true, false},
+		{VIPs, "KUBE-IPVS-VIPS", "KUBE-IPVS6-VIPS", HashIP, false, false},
 	}
 	if len(tests) != len(kinds) {
 		t.Fatalf("%d kinds tested, %d exist", len(tests), len(kinds))
@@ -242,7 +244,7 @@ func TestSetKinds(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-", "KUBE-IPVS-set-kind(0)", ""} {
+	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-IPVS-IPS", "KUBE-IPVS-", "KUBE-IPVS-set-kind(0)", ""} {
 		if k, _, ok := ParseSetName(name); ok || k != 0 {
 			t.Errorf("ParseSetName(%q) = %s, %v: not ours", name, k, ok)
 		}
@@ -252,6 +254,7 @@ func TestSetKinds(t *testing.T) {
 		NoEndpoints:  Entry(NoEndpoints, a, model.UDP, 53),
 		LoopBack:     LoopBackEntry(model.TCP, netip.AddrPortFrom(a, 80)),
 		SourceRanges: SourceRangeEntry(a, model.TCP, 443, netip.MustParsePrefix("2001:db8::/32")),
+		VIPs:         VIPEntry(a),
 	} {
 		if _, v6, _ := ParseSetName(e.Set); KindOf(e) != want || !v6 {
 			t.Errorf("%s: kind %s, v6 %v; want %s, v6", e, KindOf(e), v6, want)

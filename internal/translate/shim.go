@@ -28,6 +28,7 @@ const annotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-
 // frontendEntries adds the set members one frontend needs (see package
 // shim for what each set does).
 func (b *builder) frontendEntries(fe frontend, p servicePort, reals []model.RealServer) {
+	b.entry(shim.Entry(shim.Frontends, fe.addr, p.proto, fe.port))
 	switch {
 	case fe.kind == KindClusterIP:
 		b.entry(shim.Entry(shim.ClusterIP, fe.addr, p.proto, fe.port))

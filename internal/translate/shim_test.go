@@ -39,19 +39,21 @@ func TestSetEntries(t *testing.T) {
 			svc:    service(),
 			slices: httpSlice(ep("10.244.1.5", onNode("n1")), ep("10.244.2.7", onNode("n2"))),
 			want: `KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80
+KUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80
 KUBE-IPVS-LOOP-BACK 10.244.1.5,tcp:8080,10.244.1.5
+KUBE-IPVS-VIPS 10.96.0.10
 `,
 		},
 		{
 			name: "no endpoints: rejected",
 			svc:  service(),
-			want: "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-NO-ENDPOINTS 10.96.0.10,tcp:80\n",
+			want: "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80\nKUBE-IPVS-NO-ENDPOINTS 10.96.0.10,tcp:80\nKUBE-IPVS-VIPS 10.96.0.10\n",
 		},
 		{
 			name:   "only terminating endpoints still listed at weight 0 count as none",
 			svc:    service(),
 			slices: httpSlice(ep("10.244.2.7", onNode("n2"), cond(boolp(false), boolp(false), boolp(true)))),
-			want:   "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-NO-ENDPOINTS 10.96.0.10,tcp:80\n",
+			want:   "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80\nKUBE-IPVS-NO-ENDPOINTS 10.96.0.10,tcp:80\nKUBE-IPVS-VIPS 10.96.0.10\n",
 		},
 		{
 			name:   "LoadBalancer, Cluster policy, source ranges of its family",
@@ -60,10 +62,16 @@ KUBE-IPVS-LOOP-BACK 10.244.1.5,tcp:8080,10.244.1.5
 			want: `KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80
 KUBE-IPVS-EXTERNAL 192.0.2.10,tcp:80
 KUBE-IPVS-EXTERNAL 192.168.1.10,tcp:30080
+KUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80
+KUBE-IPVS-FRONTENDS 192.0.2.10,tcp:80
+KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:30080
 KUBE-IPVS-LB-FW 192.0.2.10,tcp:80
 KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,198.51.100.0/24
 KUBE-IPVS-LB-SOURCE-CIDR 192.0.2.10,tcp:80,203.0.113.7/32
+KUBE-IPVS-VIPS 10.96.0.10
+KUBE-IPVS-VIPS 192.0.2.10
 KUBE-IPVS6-EXTERNAL fd00:1::10,tcp:30080
+KUBE-IPVS6-FRONTENDS fd00:1::10,tcp:30080
 KUBE-IPVS6-NO-ENDPOINTS fd00:1::10,tcp:30080
 `,
 		},
@@ -72,8 +80,14 @@ KUBE-IPVS6-NO-ENDPOINTS fd00:1::10,tcp:30080
 			svc:    service(lb, externalLocal),
 			slices: httpSlice(ep("10.244.2.7", onNode("n2"))),
 			want: `KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80
+KUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80
+KUBE-IPVS-FRONTENDS 192.0.2.10,tcp:80
+KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:30080
 KUBE-IPVS-NO-ENDPOINTS 192.0.2.10,tcp:80
 KUBE-IPVS-NO-ENDPOINTS 192.168.1.10,tcp:30080
+KUBE-IPVS-VIPS 10.96.0.10
+KUBE-IPVS-VIPS 192.0.2.10
+KUBE-IPVS6-FRONTENDS fd00:1::10,tcp:30080
 KUBE-IPVS6-NO-ENDPOINTS fd00:1::10,tcp:30080
 `,
 		},
@@ -86,7 +100,11 @@ KUBE-IPVS6-NO-ENDPOINTS fd00:1::10,tcp:30080
 				[]discoveryv1.EndpointPort{sport("http", corev1.ProtocolUDP, 5353)}, ep("10.244.1.5"))},
 			want: `KUBE-IPVS-CLUSTER-IP 10.96.0.10,udp:80
 KUBE-IPVS-EXTERNAL 192.0.2.20,udp:80
+KUBE-IPVS-FRONTENDS 10.96.0.10,udp:80
+KUBE-IPVS-FRONTENDS 192.0.2.20,udp:80
 KUBE-IPVS-LOOP-BACK 10.244.1.5,udp:5353,10.244.1.5
+KUBE-IPVS-VIPS 10.96.0.10
+KUBE-IPVS-VIPS 192.0.2.20
 `,
 		},
 	}

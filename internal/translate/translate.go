@@ -16,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // Config is what translation needs from the agent's configuration.
@@ -284,6 +285,7 @@ func (b *builder) result() Result {
 	slices.SortFunc(r.Services, func(x, y *model.Service) int { return x.Key.Compare(y.Key) })
 	for a := range b.vips {
 		r.Addrs = append(r.Addrs, a)
+		b.entry(shim.VIPEntry(a))
 	}
 	slices.SortFunc(r.Addrs, netip.Addr.Compare)
 	for e := range b.entries {

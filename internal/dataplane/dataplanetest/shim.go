@@ -49,6 +49,10 @@ func shimMembers() []model.SetEntry {
 		shim.SourceRangeEntry(lb4, model.TCP, 443, netip.MustParsePrefix("198.51.100.0/24")),
 		shim.SourceRangeEntry(lb6, model.TCP, 443, netip.MustParsePrefix("2001:db8:1::/48")),
 		shim.Entry(shim.NoEndpoints, vip4b, model.TCP, 8080),
+		shim.Entry(shim.Frontends, vip4, model.TCP, 80),
+		shim.Entry(shim.Frontends, vip6, model.UDP, 53),
+		shim.VIPEntry(vip4),
+		shim.VIPEntry(vip6),
 	}
 }
 
@@ -141,6 +145,10 @@ func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	wrongFamily := model.SetEntry{Set: shim.ClusterIP.Name(false), Addr: vip6, Proto: model.TCP, Port: 80}
 	if err := nf.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("an IPv6 member in an IPv4 set: %v", err)
+	}
+	withPort := model.SetEntry{Set: shim.VIPs.Name(false), Addr: vip4, Proto: model.TCP, Port: 80}
+	if err := nf.AddSetEntry(ctx, withPort); err == nil || errors.Is(err, dataplane.ErrExist) {
+		t.Fatalf("a member with a port in a hash:ip set: %v", err)
 	}
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members:\n%s", got)

@@ -91,6 +91,8 @@ func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
 	kind, wantV6, _ := shim.ParseSetName(e.Set)
 	fits := e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto != 0
 	switch kind.Type() {
+	case shim.HashIP:
+		fits = e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto == 0 && e.Port == 0 && !e.Addr2.IsValid() && !e.Net.IsValid()
 	case shim.HashIPPortIP:
 		fits = fits && e.Addr2.IsValid() && e.Addr2.Is6() == wantV6 && !e.Net.IsValid()
 	case shim.HashIPPortNet:

@@ -343,6 +343,9 @@ func (s *Shim) members(ctx context.Context, def shim.SetDef) ([]model.SetEntry, 
 // fromIPSetEntry reads a kernel member of one of our sets.
 func fromIPSetEntry(def shim.SetDef, ne netlink.IPSetEntry) (model.SetEntry, error) {
 	addr, ok := netip.AddrFromSlice(ne.IP)
+	if ok && def.Type == shim.HashIP {
+		return model.SetEntry{Set: def.Name, Addr: addr.Unmap()}, nil
+	}
 	if !ok || ne.Port == nil || ne.Protocol == nil {
 		return model.SetEntry{}, fmt.Errorf("member %+v lacks an address, port or protocol", ne)
 	}
@@ -361,8 +364,12 @@ func fromIPSetEntry(def shim.SetDef, ne netlink.IPSetEntry) (model.SetEntry, err
 	return e, nil
 }
 
-// toIPSetEntry is the netlink form of a member.
+// toIPSetEntry is the netlink form of a member. A hash:ip member (no
+// protocol) carries its address only.
 func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
+	if e.Proto == 0 {
+		return &netlink.IPSetEntry{IP: net.IP(e.Addr.AsSlice())}
+	}
 	port, proto := e.Port, uint8(e.Proto)
 	ne := &netlink.IPSetEntry{IP: net.IP(e.Addr.AsSlice()), Port: &port, Protocol: &proto}
 	if e.Addr2.IsValid() {
