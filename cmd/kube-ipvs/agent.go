@@ -88,7 +88,9 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	if err := serveDebug(ctx, c.DebugAddress, v, src, reg, log); err != nil {
 		return err
 	}
-	hc, syncHealth := healthChecks(v, log)
+	hc, syncHealth := healthChecks(v, log, func() []netip.Addr {
+		return translate.NodePortAddrs(src.store.Node(), opt.Translate)
+	})
 	defer hc.Close()
 	waitSynced(ctx, src)
 	r := runner.Runner{
@@ -199,14 +201,16 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 	}
 }
 
-// healthChecks serves the health-check node ports, and wraps a sync so
-// that after each one the ports and their local endpoint counts follow the
-// published view, and the ports answer 503 while syncs fail.
-func healthChecks(v views, log *zap.Logger) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
+// healthChecks serves the health-check node ports on the node addresses
+// NodePorts use (nodeAddrs, read after each sync: the Node may change), and
+// wraps a sync so that after each one the ports and their local endpoint
+// counts follow the published view, and the ports answer 503 while syncs
+// fail.
+func healthChecks(v views, log *zap.Logger, nodeAddrs func() []netip.Addr) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
 	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: v.healthy})
 	return hc, func(ctx context.Context, full bool) (time.Duration, error) {
 		st, err := v.rec.Sync(ctx, full)
-		if herr := hc.Sync(v.rec.View().HealthChecks()); herr != nil {
+		if herr := hc.Sync(v.rec.View().HealthChecks(), nodeAddrs()); herr != nil {
 			log.Warn("health check ports", zap.Error(herr))
 		}
 		return st.Requeue, err

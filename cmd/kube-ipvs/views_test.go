@@ -95,7 +95,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hc, sync := healthChecks(v, zap.NewNop())
+	hc, sync := healthChecks(v, zap.NewNop(), func() []netip.Addr { return nil })
 	defer hc.Close()
 
 	store.SetService(&corev1.Service{

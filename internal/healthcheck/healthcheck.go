@@ -4,7 +4,9 @@
 // answer 200, i.e. that have a local endpoint. The answers follow
 // kube-proxy's (pkg/proxy/healthcheck): 200 with the count of local
 // endpoints, 503 when there is none, and the same JSON body, so load
-// balancers configured for kube-proxy keep working.
+// balancers configured for kube-proxy keep working. The ports listen on the
+// node addresses NodePorts are served on, never on the wildcard address:
+// a VIP bound on kube-ipvs0 is local too, and must not answer them.
 package healthcheck
 
 import (
@@ -14,7 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -24,12 +26,12 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
-// Options configure a Server. The zero value listens on every address.
+// Options configure a Server.
 type Options struct {
 	Logger *zap.Logger
-	// Listen opens a port's listener (a seam for tests); nil listens on
-	// TCP :port.
-	Listen func(port uint16) (net.Listener, error)
+	// Listen opens a port's listener on one address (a seam for tests);
+	// nil listens on TCP at that address.
+	Listen func(at netip.AddrPort) (net.Listener, error)
 	// Healthy reports whether the proxy itself is healthy (its syncs
 	// succeed); nil means always. It fills serviceProxyHealthy.
 	Healthy func() bool
@@ -44,10 +46,12 @@ type Server struct {
 	ports map[uint16]*port
 }
 
-// port is one listening health-check port and what it reports.
+// port is one health-check port, its listeners (one per node address)
+// and what it reports.
 type port struct {
+	n   uint16
 	srv *http.Server
-	ln  net.Listener
+	lns map[netip.Addr]net.Listener
 
 	mu    sync.Mutex
 	name  model.ServiceName
@@ -60,8 +64,8 @@ func New(opt Options) *Server {
 		opt.Logger = zap.NewNop()
 	}
 	if opt.Listen == nil {
-		opt.Listen = func(p uint16) (net.Listener, error) {
-			return net.Listen("tcp", ":"+strconv.Itoa(int(p)))
+		opt.Listen = func(at netip.AddrPort) (net.Listener, error) {
+			return net.Listen("tcp", at.String())
 		}
 	}
 	if opt.Healthy == nil {
@@ -70,10 +74,12 @@ func New(opt Options) *Server {
 	return &Server{opt: opt, log: opt.Logger.Named("healthcheck"), ports: map[uint16]*port{}}
 }
 
-// Sync opens the ports of hcs that are not open, updates what every port
-// reports, and closes the ports no longer listed. A port that cannot be
-// opened is reported and retried on the next Sync.
-func (s *Server) Sync(hcs []translate.HealthCheck) error {
+// Sync makes every port of hcs listen on exactly the node addresses addrs
+// (those NodePorts are served on), updates what every port reports, and
+// closes the ports no longer listed. A listener that cannot be opened is
+// reported and retried on the next Sync; the port's other addresses serve
+// meanwhile.
+func (s *Server) Sync(hcs []translate.HealthCheck, addrs []netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[uint16]bool{}
@@ -82,14 +88,11 @@ func (s *Server) Sync(hcs []translate.HealthCheck) error {
 		want[hc.Port] = true
 		p, ok := s.ports[hc.Port]
 		if !ok {
-			var err error
-			if p, err = s.open(hc.Port); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			p = s.newPort(hc.Port)
 			s.ports[hc.Port] = p
 		}
 		p.set(hc.Service, hc.LocalEndpoints)
+		errs = append(errs, s.listen(p, addrs))
 	}
 	for n, p := range s.ports {
 		if !want[n] {
@@ -101,21 +104,46 @@ func (s *Server) Sync(hcs []translate.HealthCheck) error {
 	return errors.Join(errs...)
 }
 
-// open starts serving one port.
-func (s *Server) open(n uint16) (*port, error) {
-	ln, err := s.opt.Listen(n)
-	if err != nil {
-		return nil, fmt.Errorf("listen on health check port %d: %w", n, err)
-	}
-	p := &port{ln: ln}
+// newPort makes a port that listens nowhere yet.
+func (s *Server) newPort(n uint16) *port {
+	p := &port{n: n, lns: map[netip.Addr]net.Listener{}}
 	p.srv = &http.Server{Handler: s.handler(p), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Warn("health check server stopped", zap.Uint16("port", n), zap.Error(err))
+	return p
+}
+
+// listen opens p's listeners on the addresses it lacks and closes those on
+// addresses no longer given.
+func (s *Server) listen(p *port, addrs []netip.Addr) error {
+	var errs []error
+	want := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		want[a] = true
+		if _, ok := p.lns[a]; ok {
+			continue
 		}
-	}()
-	s.log.Info("health check port open", zap.Uint16("port", n))
-	return p, nil
+		at := netip.AddrPortFrom(a, p.n)
+		ln, err := s.opt.Listen(at)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listen on health check port %s: %w", at, err))
+			continue
+		}
+		p.lns[a] = ln
+		go func() {
+			err := p.srv.Serve(ln)
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("health check listener stopped", zap.Stringer("at", at), zap.Error(err))
+			}
+		}()
+		s.log.Info("health check port open", zap.Stringer("at", at))
+	}
+	for a, ln := range p.lns {
+		if !want[a] {
+			_ = ln.Close()
+			delete(p.lns, a)
+			s.log.Info("health check port closed", zap.Stringer("at", netip.AddrPortFrom(a, p.n)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (p *port) set(name model.ServiceName, local int) {

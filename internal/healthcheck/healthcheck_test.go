@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"testing"
 
@@ -13,21 +14,25 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
-// rig opens loopback listeners on ephemeral ports and remembers which
-// node port each stands for.
+// rig opens listeners on ephemeral ports of the address asked for and
+// remembers which node port each stands for.
 type rig struct {
 	mu    sync.Mutex
-	addrs map[uint16]string
+	addrs map[netip.AddrPort]string
 	srv   *Server
 }
 
+// nodeAddr is the node address the tests' ports listen on (loopback, so
+// that they can be reached).
+var nodeAddr = netip.MustParseAddr("127.0.0.1")
+
 func newRig(t *testing.T, healthy func() bool) *rig {
-	r := &rig{addrs: map[uint16]string{}}
-	r.srv = New(Options{Healthy: healthy, Listen: func(p uint16) (net.Listener, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r := &rig{addrs: map[netip.AddrPort]string{}}
+	r.srv = New(Options{Healthy: healthy, Listen: func(at netip.AddrPort) (net.Listener, error) {
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(at.Addr(), 0).String())
 		if err == nil {
 			r.mu.Lock()
-			r.addrs[p] = ln.Addr().String()
+			r.addrs[at] = ln.Addr().String()
 			r.mu.Unlock()
 		}
 		return ln, err
@@ -38,12 +43,21 @@ func newRig(t *testing.T, healthy func() bool) *rig {
 
 func (r *rig) get(t *testing.T, port uint16) (int, Body) {
 	t.Helper()
+	return getAt(t, r.at(nodeAddr, port))
+}
+
+// at is where the listener standing for a node address and port is.
+func (r *rig) at(a netip.Addr, port uint16) string {
 	r.mu.Lock()
-	addr := r.addrs[port]
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	return r.addrs[netip.AddrPortFrom(a, port)]
+}
+
+func getAt(t *testing.T, addr string) (int, Body) {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
-		t.Fatalf("GET port %d: %v", port, err)
+		t.Fatalf("GET %s: %v", addr, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -60,7 +74,7 @@ func hc(port uint16, name string, local int) translate.HealthCheck {
 
 func TestAnswers(t *testing.T) {
 	r := newRig(t, nil)
-	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 2), hc(32001, "db", 0)}); err != nil {
+	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 2), hc(32001, "db", 0)}, []netip.Addr{nodeAddr}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -78,15 +92,13 @@ func TestAnswers(t *testing.T) {
 		}
 	}
 	// Counts follow the syncs; a port no longer listed closes.
-	if err := r.srv.Sync([]translate.HealthCheck{hc(32001, "db", 1)}); err != nil {
+	if err := r.srv.Sync([]translate.HealthCheck{hc(32001, "db", 1)}, []netip.Addr{nodeAddr}); err != nil {
 		t.Fatal(err)
 	}
 	if code, b := r.get(t, 32001); code != 200 || b.LocalEndpoints != 1 {
 		t.Errorf("after endpoints came: %d %+v", code, b)
 	}
-	r.mu.Lock()
-	gone := r.addrs[32000]
-	r.mu.Unlock()
+	gone := r.at(nodeAddr, 32000)
 	if _, err := http.Get("http://" + gone + "/"); err == nil {
 		t.Error("port 32000 still answers after its Service went")
 	}
@@ -94,7 +106,7 @@ func TestAnswers(t *testing.T) {
 
 func TestUnhealthyProxyIs503(t *testing.T) {
 	r := newRig(t, func() bool { return false })
-	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 2)}); err != nil {
+	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 2)}, []netip.Addr{nodeAddr}); err != nil {
 		t.Fatal(err)
 	}
 	if code, b := r.get(t, 32000); code != 503 || b.ServiceProxyHealthy {
@@ -109,5 +121,73 @@ func TestRawJSONShape(t *testing.T) {
 	want := `{"service":{"namespace":"ns","name":"svc"},"localEndpoints":1,"serviceProxyHealthy":true}`
 	if string(raw) != want {
 		t.Errorf("JSON %s, want %s", raw, want)
+	}
+}
+
+// The ports follow the node addresses: a new one gets a listener, one no
+// longer given loses its listener, the others keep serving.
+func TestPortsFollowTheNodeAddresses(t *testing.T) {
+	r := newRig(t, nil)
+	second := netip.MustParseAddr("127.0.0.2")
+	hcs := []translate.HealthCheck{hc(32000, "web", 1)}
+	if err := r.srv.Sync(hcs, []netip.Addr{nodeAddr, second}); err != nil {
+		t.Fatal(err)
+	}
+	first := r.at(nodeAddr, 32000)
+	for _, a := range []netip.Addr{nodeAddr, second} {
+		if code, _ := getAt(t, r.at(a, 32000)); code != 200 {
+			t.Errorf("%s: %d", a, code)
+		}
+	}
+	if err := r.srv.Sync(hcs, []netip.Addr{second}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", first); err == nil {
+		_ = c.Close()
+		t.Error("the port still accepts on an address no longer given")
+	}
+	if code, _ := getAt(t, r.at(second, 32000)); code != 200 {
+		t.Errorf("the remaining address: %d", code)
+	}
+}
+
+// With the default listener a port listens on the node address only, not
+// on every address of the host (a VIP is one of those).
+func TestListensOnTheNodeAddressOnly(t *testing.T) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(probe.Addr().(*net.TCPAddr).Port)
+	_ = probe.Close()
+	srv := New(Options{})
+	t.Cleanup(srv.Close)
+	if err := srv.Sync([]translate.HealthCheck{hc(port, "web", 1)}, []netip.Addr{nodeAddr}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := getAt(t, netip.AddrPortFrom(nodeAddr, port).String()); code != 200 {
+		t.Errorf("node address: %d", code)
+	}
+	other := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), port).String()
+	if c, err := net.Dial("tcp", other); err == nil {
+		_ = c.Close()
+		t.Errorf("%s answered: the port listens beyond the node address", other)
+	}
+}
+
+// A listener that cannot open is reported; the port's other addresses
+// serve, and the next Sync retries it.
+func TestFailedListenerIsRetried(t *testing.T) {
+	r := newRig(t, nil)
+	bad := netip.MustParseAddr("192.0.2.1") // not on this host
+	hcs := []translate.HealthCheck{hc(32000, "web", 1)}
+	if err := r.srv.Sync(hcs, []netip.Addr{nodeAddr, bad}); err == nil {
+		t.Fatal("a listener on an address the host lacks went unreported")
+	}
+	if code, _ := r.get(t, 32000); code != 200 {
+		t.Errorf("the good address: %d", code)
+	}
+	if err := r.srv.Sync(hcs, []netip.Addr{nodeAddr, bad}); err == nil {
+		t.Fatal("the failed listener was not retried")
 	}
 }
