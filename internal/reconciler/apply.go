@@ -24,14 +24,16 @@ import (
 // next sync can still remove it). A VIP whose source-range filter could
 // not be put in place is not bound either: it would go live unfiltered.
 // A frontend whose ownership record could not be written gets no virtual
-// server: made unrecorded, a crash could leave it owned by nobody.
+// server: made unrecorded, a crash could leave it owned by nobody. A
+// virtual server someone else made between our read and our create is not
+// claimed: its record is withdrawn and no member naming it is added.
 func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err error) {
 	var errs []error
 	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
 	// frontends whose virtual server could not be deleted keep their set
 	// members: they are what still marks the server as ours.
 	kept := map[netip.Addr]bool{}
-	unrecorded := map[model.VSKey]bool{}
+	unrecorded, taken := map[model.VSKey]bool{}, map[model.VSKey]bool{}
 	var udpGone, udpFirst []netip.AddrPort
 	for _, op := range ops {
 		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
@@ -42,6 +44,9 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			continue
 		}
 		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
+			continue
+		}
+		if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && taken[frontendKey(op.Entry)] {
 			continue
 		}
 		e := applyOp(ctx, r.opt.Dataplane, op)
@@ -59,8 +64,12 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
 				held[op.Entry.Addr] = true
 			}
-			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends {
-				unrecorded[model.NewVSKey(op.Entry.Proto, op.Entry.Addr, op.Entry.Port)] = true
+			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
+				unrecorded[frontendKey(op.Entry)] = true
+			}
+			if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
+				taken[op.VS.Key] = true
+				r.withdrawRecord(ctx, op.VS.Key)
 			}
 			continue
 		}
@@ -74,6 +83,24 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 	r.flushConntrack(ctx, udpGone)
 	r.flushConntrackDest(ctx, udpFirst)
 	return failed, errors.Join(errs...)
+}
+
+// frontendKey is the virtual server a frontend-naming member names.
+func frontendKey(e model.SetEntry) model.VSKey { return model.NewVSKey(e.Proto, e.Addr, e.Port) }
+
+// withdrawRecord removes the ownership record of a virtual server that
+// turned out to be someone else's. A failure is logged: the next full sync
+// reads the kernel again.
+func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
+	op := plan.Op{Kind: plan.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
+	if _, ok := r.observed.Sets[op.Entry]; !ok {
+		return
+	}
+	if err := applyOp(ctx, r.opt.Dataplane, op); err != nil {
+		r.log.Warn("withdraw the record of a foreign virtual server", zap.Stringer("vs", k), zap.Error(err))
+		return
+	}
+	op.ApplyTo(&r.observed)
 }
 
 // conntrackTodo notes the UDP real servers an applied operation removed: a

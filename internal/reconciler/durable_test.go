@@ -219,3 +219,38 @@ func TestCleanupWithoutFlagsRemovesNodePorts(t *testing.T) {
 		t.Fatalf("link %v, sets %v left", r.fake.HasLink(), r.fake.SetNames())
 	}
 }
+
+// A virtual server someone else makes between our read of the kernel and
+// our create is not claimed: AddService finds it there, the record written
+// before it is withdrawn, and no other member names it as ours.
+func TestForeignServerMadeMeanwhileIsNotClaimed(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false) // the cache now stands for the kernel
+	ctx := context.Background()
+	k := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.77"), 443)
+	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: "wlc"}); err != nil {
+		t.Fatal(err)
+	}
+	r.store.SetService(service("late", "10.96.0.77", corev1.ProtocolTCP, 443))
+	if _, err := r.rec.Sync(ctx, false); err == nil {
+		t.Fatal("the create that found a foreign server went unreported")
+	}
+	obs, err := r.fake.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := range obs.State.Sets {
+		if shim.KindOf(e).NamesFrontend() && e.Addr == k.Addr {
+			t.Errorf("a member claims the foreign server: %s", e)
+		}
+	}
+	if _, bound := obs.State.Addrs[k.Addr]; bound {
+		t.Error("the foreign server's address was bound")
+	}
+	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "late"})
+	r.sync(true)
+	if _, ok := r.fake.State().Services[k]; !ok {
+		t.Fatal("the foreign server was deleted")
+	}
+}
