@@ -8,8 +8,10 @@
 #   3. the running agent's `status` annotates the table, its /metrics counts
 #      the virtual servers, and `diff` is empty, then names a real server
 #      deleted behind its back;
-#   4. `cleanup` removes everything the agent made, the link included, and
-#      leaves a virtual server added by hand (as keepalived would) alone.
+#   4. `cleanup` (no flags) removes everything the agent made, the link and a
+#      Local-policy NodePort on a node address the VM does not have
+#      included, and leaves a virtual server added by hand (as keepalived
+#      would) alone.
 # Set UPDATE=1 to rewrite the golden file from what the kernel printed.
 set -euo pipefail
 
@@ -80,17 +82,23 @@ kube-ipvs diff >/tmp/diff.txt; rc=$?
 echo "--- kube-ipvs diff: empty at steady state, names a real server deleted by hand"
 kill $agent; wait $agent
 
+# A Local-policy NodePort: only the agent's record of its frontends names it.
+mkdir -p /np && cp /examples/*.yaml /np/ && cp /nodeport-local.yaml /np/
+kube-ipvs agent --manifests /np --once --hostname-override node-a --log-level warn || fail "agent --once with a NodePort exited $?"
+ipvsadm -Sn | grep -q -- '-A -t 192.168.122.10:30081 ' || fail "no NodePort virtual server: $(ipvsadm -Sn)"
+
 ipvsadm -A -t 192.0.2.1:443 -s wlc
 kube-ipvs cleanup --log-level error >/tmp/cleanup.txt || fail "cleanup exited $?"
 left=$(ipvsadm -Sn)
 [ "$left" = "-A -t 192.0.2.1:443 -s wlc" ] || fail "after cleanup the table holds: $left"
 iproute2-ip link show kube-ipvs0 >/dev/null 2>&1 && fail "kube-ipvs0 still exists after cleanup"
-echo "--- cleanup removed $(wc -l </tmp/cleanup.txt) virtual servers and the link; the foreign one survived"
+echo "--- cleanup removed $(grep -c '^-D ' /tmp/cleanup.txt) virtual servers (a NodePort among them) and the link; the foreign one survived"
 echo "agent-vm: PASS"
 GUEST
 
 adds=(--add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" --add "$work/guest.sh:/guest.sh"
-  --add "$work/expected.ipvsadm:/expected.ipvsadm")
+  --add "$work/expected.ipvsadm:/expected.ipvsadm"
+  --add "$root/scripts/testdata/agent/nodeport-local.yaml:/nodeport-local.yaml")
 for f in "$root"/examples/*.yaml; do adds+=(--add "$f:/examples/$(basename "$f")"); done
 
 set +e

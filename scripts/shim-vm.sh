@@ -9,7 +9,12 @@
 #     Local policy keeps the client's address; health-check ports 200/503;
 #   - loadBalancerSourceRanges: an allowed client is served, another dropped;
 #   - a Service without endpoints is refused at once (TCP reset);
+#   - a host socket (sshd-like, 0.0.0.0:22) is refused through a ClusterIP
+#     and an external IP while their Service ports serve; health-check
+#     ports answer on the node address and not on a VIP;
 #   - strict ARP sysctls; rules written once per family, not on resyncs;
+#   - `cleanup` with no flags removes every virtual server the agent made,
+#     NodePorts included, even once the node address they are on is gone;
 #   - `cleanup --kube-proxy` removes the shim and kube-proxy-shaped leftovers.
 set -euo pipefail
 
@@ -52,6 +57,8 @@ netns allowed 198.51.100.2 198.51.100.1 || die "namespace allowed"
 netns blocked 203.0.113.2 203.0.113.1 || die "namespace blocked"
 in_ns pod-a echo-server -name pod-a -tcp :8080 >/tmp/pod-a.log 2>&1 &
 in_ns pod-b echo-server -name pod-b -tcp :8080 >/tmp/pod-b.log 2>&1 &
+# A host socket on every address, as sshd listens: no VIP may reach it.
+echo-server -name node-sshd -tcp :22 >/tmp/sshd.log 2>&1 &
 wait_for 20 probe -tcp 10.244.1.2:8080 -n 1 || die "pod-a does not answer"
 wait_for 20 probe -tcp 10.244.2.2:8080 -n 1 || die "pod-b does not answer"
 
@@ -126,6 +133,29 @@ esac
 out=$(probe -tcp 10.96.0.200:80 -n 1 -timeout 3s)
 case "$out" in *refused*) ok "no endpoints, from the node: refused" ;; *) bad "no endpoints from the node: $out" ;; esac
 
+# Host ports through a VIP. The control: the sshd-like listener answers on
+# the node address, so a refusal through a VIP is the filter's doing.
+g=$(greeting ext 192.168.50.1 22)
+case "$g" in "node-sshd from "*) ok "control: the host's :22 answers on the node address ($g)" ;; *) bad "host :22 on the node address: '$g'" ;; esac
+for t in "ext 10.96.0.100 ClusterIP" "ext 192.0.2.20 external-IP" "pod-a 10.96.0.100 ClusterIP-from-a-pod"; do
+  set -- $t
+  out=$(in_ns "$1" probe -tcp "$2:22" -n 1 -timeout 2s)
+  case "$out" in
+  *refused*) ok "host :22 through the $3 $2 from $1: refused" ;;
+  *) bad "host :22 through the $3 $2 from $1: $out" ;;
+  esac
+done
+out=$(in_ns ext probe -tcp 192.0.2.20:80 -n 4); rc=$?
+case "$rc $(echo "$out" | tail -n 1)" in
+"0 "*"failures=0") ok "the external IP's Service port still serves: $(echo "$out" | tail -n 1)" ;;
+*) bad "external IP 192.0.2.20:80: $out" ;;
+esac
+out=$(in_ns ext probe -tcp 10.96.0.102:32001 -n 1 -timeout 2s)
+case "$out" in
+*refused*) ok "health check 32001 through a VIP (10.96.0.102): refused" ;;
+*) bad "health check port answered through a VIP: $out" ;;
+esac
+
 sleep 5 # at least two resyncs (--sync-period 2s)
 n=$(grep -c 'iptables rules written' /tmp/agent.log)
 [ "$n" = 2 ] && ok "rules written once per family (2), not again on resyncs every 2s" \
@@ -155,6 +185,16 @@ left=$(iptables-save | grep -E -- '-j KUBE-SERVICES|^:KUBE-SERVICES'; ipset list
 out=$(in_ns pod-a probe -tcp 10.96.0.100:80 -n 4)
 case "$out" in *pod-a=*failures=0) ok "... and the agent's shim kept serving (hairpin works)" ;; *) bad "after --kube-proxy-only: $out" ;; esac
 kill "$agent"; wait "$agent"
+
+# The node address the NodePorts are on goes (an address change, a NIC
+# gone): cleanup without flags must still find them, by its records.
+n=$(ipvsadm -Sn | grep -c -- '-A -t 192.168.50.1:3008')
+[ "$n" = 4 ] || bad "want 4 NodePort virtual servers before cleanup, got $n"
+$IP link del v-ext
+kube-ipvs cleanup --log-level error >/tmp/cleanup.txt || bad "cleanup exited $?"
+left=$(ipvsadm -Sn)
+[ -z "$left" ] && ok "cleanup (no flags) removed every virtual server, the $n NodePorts on a node address gone since included" \
+  || bad "left after cleanup: $left"
 
 # A kube-proxy-shaped leftover set again, for cleanup --kube-proxy.
 ipset create KUBE-LOOP-BACK hash:ip,port,ip && ipset add KUBE-LOOP-BACK 10.244.1.2,tcp:8080,10.244.1.2
