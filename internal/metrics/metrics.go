@@ -31,6 +31,8 @@ const (
 	BoundVIPs           = "kube_ipvs_bound_vips"
 	DrainingReals       = "kube_ipvs_draining_real_servers"
 	InvalidServices     = "kube_ipvs_invalid_services"
+	ServiceErrors       = "kube_ipvs_service_errors"
+	RefusedFrontends    = "kube_ipvs_refused_frontends"
 )
 
 // Operation results, the values of kube_ipvs_operations_total's result label.

@@ -9,6 +9,8 @@ type Table struct {
 	BoundVIPs      int // addresses bound on the agent's link
 	Draining       int // real servers kept at weight 0 until their connections end
 	Invalid        int // Services skipped because they could not be translated
+	Failing        int // Services whose kernel operations failed, retried with backoff
+	Refused        int // frontends not programmed: another tool's, or inside --exclude-cidrs
 }
 
 // TableCollector reports a Table read at scrape time. Counting is left to
@@ -17,7 +19,7 @@ type Table struct {
 // Service among thousands must not pay.
 type TableCollector struct {
 	read  func() Table
-	descs [5]*prometheus.Desc
+	descs [7]*prometheus.Desc
 }
 
 // NewTable returns a collector calling read on every scrape; read must be
@@ -25,12 +27,14 @@ type TableCollector struct {
 // agent reads the reconciler's published view).
 func NewTable(read func() Table) *TableCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
-	return &TableCollector{read: read, descs: [5]*prometheus.Desc{
+	return &TableCollector{read: read, descs: [7]*prometheus.Desc{
 		d(VirtualServers, "IPVS virtual servers the agent wants and the kernel holds (foreign ones are not counted)."),
 		d(RealServers, "Real servers of those virtual servers, draining ones included."),
 		d(BoundVIPs, "Addresses bound on the kube-ipvs0 link."),
 		d(DrainingReals, "Real servers kept at weight 0 until their connections end or the drain timeout passes."),
 		d(InvalidServices, "Services skipped because they could not be translated (their last good state stays in force)."),
+		d(ServiceErrors, "Services whose kernel operations failed (a scheduler the kernel lacks, say); they are retried with backoff and do not fail the sync."),
+		d(RefusedFrontends, "Frontends not programmed because another tool's virtual server holds them or their address, or they are inside --exclude-cidrs."),
 	}}
 }
 
@@ -44,7 +48,7 @@ func (c *TableCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *TableCollector) Collect(ch chan<- prometheus.Metric) {
 	t := c.read()
-	for i, v := range []int{t.VirtualServers, t.RealServers, t.BoundVIPs, t.Draining, t.Invalid} {
+	for i, v := range []int{t.VirtualServers, t.RealServers, t.BoundVIPs, t.Draining, t.Invalid, t.Failing, t.Refused} {
 		m, err := prometheus.NewConstMetric(c.descs[i], prometheus.GaugeValue, float64(v))
 		if err != nil {
 			m = prometheus.NewInvalidMetric(c.descs[i], err)

@@ -11,9 +11,16 @@ import (
 
 // Diff returns the operations that turn observed into desired, in apply
 // order. Virtual servers and addresses that are only observed are removed
-// only when owner says they are ours. Real servers of a desired virtual
-// server are all ours: the service is.
+// only when owner says they are ours; desired frontends that are not ours
+// to make are refused (see Plan). Real servers of a desired virtual server
+// are all ours: the service is.
 func Diff(desired, observed model.State, owner Owner) []Op {
+	ops, _ := Plan(desired, observed, owner)
+	return ops
+}
+
+// diff is Diff once the refused frontends are out of desired.
+func diff(desired, observed model.State, owner Owner) []Op {
 	var ops []Op
 	for k, want := range desired.Services {
 		ops = append(ops, diffService(want, observed.Services[k])...)

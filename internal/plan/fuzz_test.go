@@ -11,7 +11,7 @@ import (
 // A small universe so that random states overlap often: addresses bound on
 // the link and not, node ports and foreign services, both families.
 var (
-	fuzzAddrs = []netip.Addr{vip1, vip2, vip6, node1, ext}
+	fuzzAddrs = []netip.Addr{vip1, vip2, vip6, node1, ext, excludedVIP}
 	fuzzReals = []string{"10.244.0.2:80", "10.244.0.3:80", "[fd00:244::2]:80"}
 )
 
@@ -61,29 +61,148 @@ var fuzzEntries = []model.SetEntry{
 	shim.SourceRangeEntry(vip2, model.UDP, 53, netip.MustParsePrefix("10.0.0.0/8")),
 	shim.LoopBackEntry(model.TCP, netip.MustParseAddrPort("10.244.0.2:80")),
 	shim.Entry(shim.External, vip6, model.SCTP, 9),
+	shim.Entry(shim.External, ext, model.TCP, 80),
+	shim.Entry(shim.NoEndpoints, excludedVIP, model.TCP, 80),
+}
+
+// excludedVIP is inside testPolicy's excluded CIDRs.
+var excludedVIP = netip.MustParseAddr("10.96.9.9")
+
+// refused spells out, apart from the code, which desired frontends the
+// diff must leave alone: one inside the excluded CIDRs, one that exists
+// and is not ours, one whose address is to be bound and carries a
+// virtual server not ours.
+func refused(k model.VSKey, desired, observed model.State, owner Owner) bool {
+	if !owner.OwnsAddr(k.Addr) {
+		return true
+	}
+	if _, ok := observed.Services[k]; ok && !owner.OwnsService(k) {
+		return true
+	}
+	_, vip := desired.Addrs[k.Addr]
+	return vip && foreignAddr(k.Addr, observed, owner)
+}
+
+// foreignAddr tells whether a is not bound and carries a virtual server not ours.
+func foreignAddr(a netip.Addr, observed model.State, owner Owner) bool {
+	if _, bound := observed.Addrs[a]; bound {
+		return false
+	}
+	for k := range observed.Services {
+		if k.Addr == a && !owner.OwnsService(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// entryKey is the frontend a set member names (zero for hairpin members).
+func entryKey(e model.SetEntry) model.VSKey {
+	if shim.KindOf(e) == shim.LoopBack {
+		return model.VSKey{}
+	}
+	return model.NewVSKey(e.Proto, e.Addr, e.Port)
 }
 
 // expect is what applying a correct diff must leave: desired where desired
-// speaks, observed untouched where we do not own, nothing else.
+// speaks and is not refused, observed untouched where we do not own or
+// refuse, nothing else.
 func expect(desired, observed model.State, owner Owner) model.State {
-	want := desired.Clone()
-	for k, v := range observed.Services {
-		if _, ok := desired.Services[k]; !ok && !owner.OwnsService(k) {
+	want := model.NewState()
+	for k, v := range desired.Services {
+		if !refused(k, desired, observed, owner) {
 			want.Services[k] = v.Clone()
 		}
 	}
-	for a := range observed.Addrs {
-		if _, ok := desired.Addrs[a]; !ok && !owner.OwnsAddr(a) {
+	for k, v := range observed.Services {
+		_, wanted := desired.Services[k]
+		if (wanted && refused(k, desired, observed, owner)) || (!wanted && !owner.OwnsService(k)) {
+			want.Services[k] = v.Clone()
+		}
+	}
+	for a := range desired.Addrs {
+		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) {
 			want.Addrs[a] = struct{}{}
 		}
 	}
+	for a := range observed.Addrs {
+		if !owner.OwnsAddr(a) {
+			want.Addrs[a] = struct{}{}
+		}
+	}
+	// Members of refused frontends, and of any frontend in the excluded
+	// CIDRs, are neither added nor removed.
+	refusedEntry := func(e model.SetEntry) bool {
+		k := entryKey(e)
+		if !k.Addr.IsValid() {
+			return false
+		}
+		_, wanted := desired.Services[k]
+		_, exists := observed.Services[k]
+		return !owner.OwnsAddr(k.Addr) || (exists && !owner.OwnsService(k)) || (wanted && refused(k, desired, observed, owner))
+	}
+	for e := range desired.Sets {
+		if !refusedEntry(e) {
+			want.Sets[e] = struct{}{}
+		}
+	}
+	for e := range observed.Sets {
+		if refusedEntry(e) {
+			want.Sets[e] = struct{}{}
+		}
+	}
 	return want
+}
+
+// checkOps holds the invariants every single operation must keep: never
+// one on a virtual server or frontend not ours, never one inside the
+// excluded CIDRs, never a bind of an address that carries a virtual server
+// not ours.
+func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
+	t.Helper()
+	for _, op := range ops {
+		k := op.VS.Key
+		if op.Kind == AddSetEntry || op.Kind == DeleteSetEntry {
+			k = entryKey(op.Entry)
+		}
+		if _, ok := observed.Services[k]; ok && k.Addr.IsValid() && !owner.OwnsService(k) {
+			t.Fatalf("%s: an operation on a virtual server not ours", op)
+		}
+		for _, a := range []netip.Addr{k.Addr, op.Addr} {
+			if a.IsValid() && testPolicy.Exclude[0].Contains(a) {
+				t.Fatalf("%s: an operation inside the excluded CIDRs", op)
+			}
+		}
+		if op.Kind == BindAddr && foreignAddr(op.Addr, observed, owner) {
+			t.Fatalf("%s: binds an address that carries a virtual server not ours", op)
+		}
+	}
+}
+
+// checkBound: every address the diff bound carries a virtual server it wanted.
+func checkBound(t *testing.T, ops []Op, desired, got model.State) {
+	t.Helper()
+	for _, op := range ops {
+		if op.Kind != BindAddr {
+			continue
+		}
+		found := false
+		for k := range got.Services {
+			if _, wanted := desired.Services[k]; wanted && k.Addr == op.Addr {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%s: bound without its virtual server", op)
+		}
+	}
 }
 
 func FuzzDiff(f *testing.F) {
 	f.Add([]byte{}, []byte{})
 	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3})
 	f.Add([]byte{1, 1, 2, 3, 1, 0xff}, []byte{1, 9, 2, 3, 0, 0x5a})
+	f.Add([]byte{2, 4, 0, 1, 1, 0, 0, 1, 0x40}, []byte{1, 0x0c, 1, 0, 0})
 	f.Fuzz(func(t *testing.T, d, o []byte) {
 		desired, observed := genState(d), genState(o)
 		owner := testOwner(observed)
@@ -92,15 +211,18 @@ func FuzzDiff(f *testing.F) {
 		}
 		got := observed.Clone()
 		ops := Diff(desired, observed, owner)
+		checkOps(t, ops, observed, owner)
 		for _, op := range ops {
 			op.ApplyTo(&got)
 		}
 		if want := expect(desired, observed, owner); !got.Equal(want) {
 			t.Fatalf("after ops:\n%s\ngot:\n%s\nwant:\n%s", render(ops), got.Dump(), want.Dump())
 		}
-		// Same owner: binding an address can make a foreign service on it
-		// ours, which the next sync would then rightly remove.
-		if again := Diff(desired, got, owner); len(again) != 0 {
+		checkBound(t, ops, desired, got)
+		// A fresh owner, as the next full sync builds: nothing the diff did
+		// (no bind, no set member) may have made a virtual server not ours
+		// look ours, so the next diff has nothing left to do.
+		if again := Diff(desired, got, testOwner(got)); len(again) != 0 {
 			t.Fatalf("not converged, second diff:\n%s", render(again))
 		}
 	})

@@ -28,6 +28,10 @@ type Owner struct {
 	setMembers map[model.SetEntry]struct{}
 	// nodeAddrs are the node addresses NodePorts are served on.
 	nodeAddrs map[netip.Addr]struct{}
+	// foreign indexes the observed virtual servers not ours by address;
+	// made are the ones this agent created (see Made).
+	foreign *foreignIndex
+	made    map[model.VSKey]struct{}
 }
 
 // NewOwner builds the predicate from one observed state: its link
@@ -39,6 +43,7 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 		linkAddrs:  observed.Addrs,
 		setMembers: observed.Sets,
 		nodeAddrs:  make(map[netip.Addr]struct{}, len(nodeAddrs)),
+		foreign:    newForeignIndex(observed.Services),
 	}
 	for _, a := range nodeAddrs {
 		o.nodeAddrs[a] = struct{}{}

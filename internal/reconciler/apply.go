@@ -15,48 +15,75 @@ import (
 )
 
 // apply runs the operations in order, recording each success in the
-// observed cache. A failed operation does not stop the others; their errors
-// are joined, and the next sync re-reads the kernel. Two failures hold back
-// an address operation: a VIP whose virtual server could not be created is
-// not bound (a bound VIP always has its virtual server, or traffic to it is
-// accepted locally and dropped), and a VIP whose virtual server could not be
-// deleted stays bound (the binding is what makes the server ours, so the
-// next sync can still remove it). A VIP whose source-range filter could
-// not be put in place is not bound either: it would go live unfiltered.
+// observed cache. A failed operation does not stop the others (one
+// Service's kernel error must not cost the rest theirs); what failed is
+// returned in an outcome, whose err() says whether the sync as a whole
+// failed. Cancellation stops it between operations: a SIGTERM during a
+// sync of thousands of operations must not try them all.
+//
+// Three failures hold back later operations. A VIP whose virtual server
+// could not be created is not bound (a bound VIP always has its virtual
+// server, or traffic to it is accepted locally and dropped), and the real
+// servers and set members of that virtual server are not tried (the
+// reals cannot exist without it; the members would mark and filter a
+// frontend that is not there). A VIP whose virtual server could not be deleted stays bound
+// (the binding is what makes the server ours, so the next sync can still
+// remove it). A VIP whose source-range filter could not be put in place is
+// not bound either: it would go live unfiltered.
+//
 // A frontend whose ownership record could not be written gets no virtual
 // server: made unrecorded, a crash could leave it owned by nobody. A
 // virtual server someone else made between our read and our create is not
 // claimed: its record is withdrawn and no member naming it is added.
-func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err error) {
-	var errs []error
+func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
+	var out outcome
 	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
 	// frontends whose virtual server could not be deleted keep their set
 	// members: they are what still marks the server as ours.
 	kept := map[netip.Addr]bool{}
+	missing := map[model.VSKey]bool{} // virtual servers that could not be created
 	unrecorded, taken := map[model.VSKey]bool{}, map[model.VSKey]bool{}
 	var udpGone, udpFirst []netip.AddrPort
-	for _, op := range ops {
+	for i, op := range ops {
+		if err := ctx.Err(); err != nil {
+			out.stopped(len(ops)-i, len(ops), context.Cause(ctx))
+			break
+		}
 		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
 			continue
 		}
+		// A VIPs member follows its address's bind: held with it.
+		if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && held[op.Entry.Addr] {
+			continue
+		}
 		if (op.Kind == plan.AddService || op.Kind == plan.AddReal) && unrecorded[op.VS.Key] {
+			// Not made, as if its create had failed: no VIP, no reals, no
+			// members naming it.
 			held[op.VS.Key.Addr] = true
+			missing[op.VS.Key] = true
 			continue
 		}
 		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
 			continue
 		}
-		if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && taken[frontendKey(op.Entry)] {
+		if (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && missing[op.VS.Key] {
+			continue
+		}
+		if k, ok := frontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (missing[k] || taken[k]) {
 			continue
 		}
 		e := applyOp(ctx, r.opt.Dataplane, op)
 		r.metrics.m.Op(op.Kind.String(), e)
+		out.attempted++
 		if e != nil {
-			failed++
-			errs = append(errs, fmt.Errorf("%s: %w", op, e))
+			name, owned := r.serviceOf(op)
+			out.fail(op, e, name, owned)
 			r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
 			if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
 				held[op.VS.Key.Addr] = true
+			}
+			if op.Kind == plan.AddService {
+				missing[op.VS.Key] = true
 			}
 			if op.Kind == plan.DeleteService {
 				kept[op.VS.Key.Addr] = true
@@ -74,15 +101,25 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) (failed int, err 
 			continue
 		}
 		r.log.Debug("applied", zap.Stringer("op", op))
+		switch op.Kind {
+		case plan.AddService:
+			r.made[op.VS.Key] = struct{}{}
+		case plan.DeleteService:
+			delete(r.made, op.VS.Key)
+		}
 		r.conntrackTodo(op, &udpGone)
 		if firstEndpoint(op) {
 			udpFirst = append(udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
 		}
 		op.ApplyTo(&r.observed)
 	}
-	r.flushConntrack(ctx, udpGone)
-	r.flushConntrackDest(ctx, udpFirst)
-	return failed, errors.Join(errs...)
+	// Cancelled: the flushes would only fail; the entries expire on their
+	// own, and the next agent's sync finds nothing left to flush for.
+	if ctx.Err() == nil {
+		r.flushConntrack(ctx, udpGone)
+		r.flushConntrackDest(ctx, udpFirst)
+	}
+	return out
 }
 
 // frontendKey is the virtual server a frontend-naming member names.

@@ -43,8 +43,10 @@ var errCrashed = errors.New("the agent is gone")
 
 // crashAt makes the fake fail every mutating call from the first one that
 // at matches on, as if the agent had died just before it: the kernel keeps
-// what was applied until then.
-func crashAt(f *fake.Fake, at func(fake.Call) bool) {
+// what was applied until then. The crash also ends the sync's context, so
+// the agent tries nothing after it (a dead process sends nothing more).
+func crashAt(f *fake.Fake, at func(fake.Call) bool) context.Context {
+	ctx, die := context.WithCancelCause(context.Background())
 	crashed := false
 	f.FailWhen(func(c fake.Call) error {
 		switch c.Method {
@@ -53,16 +55,18 @@ func crashAt(f *fake.Fake, at func(fake.Call) bool) {
 		}
 		if crashed || at(c) {
 			crashed = true
+			die(errCrashed)
 			return errCrashed
 		}
 		return nil
 	})
+	return ctx
 }
 
 // crashed syncs into the crash and restarts the agent on the same kernel.
-func (r *rig) crashed() {
+func (r *rig) crashed(ctx context.Context) {
 	r.t.Helper()
-	if _, err := r.rec.Sync(context.Background(), false); !errors.Is(err, errCrashed) {
+	if _, err := r.rec.Sync(ctx, false); !errors.Is(err, errCrashed) {
 		r.t.Fatalf("sync did not reach the crash: %v", err)
 	}
 	r.fake.FailWhen(nil)
@@ -89,8 +93,8 @@ func TestCrashBetweenRecordAndCreate(t *testing.T) {
 	t.Run("the Service stays: the next agent makes it", func(t *testing.T) {
 		r := newRig(t)
 		r.webAndDNS()
-		crashAt(r.fake, isMethod("AddService"))
-		r.crashed()
+		crash := crashAt(r.fake, isMethod("AddService"))
+		r.crashed(crash)
 		if got := r.fake.Dump(); !strings.Contains(got, "set KUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80") || strings.Contains(got, "-A ") {
 			t.Fatalf("before the restart the kernel should hold the records only:\n%s", got)
 		}
@@ -100,9 +104,9 @@ func TestCrashBetweenRecordAndCreate(t *testing.T) {
 	t.Run("the Service went meanwhile: the next agent drops the record", func(t *testing.T) {
 		r := newRig(t)
 		r.webAndDNS()
-		crashAt(r.fake, isMethod("AddService"))
+		crash := crashAt(r.fake, isMethod("AddService"))
 		r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "dns"})
-		r.crashed()
+		r.crashed(crash)
 		r.sync(false)
 		if got := r.fake.Dump(); strings.Contains(got, "10.96.0.53") {
 			t.Fatalf("the deleted Service left:\n%s", got)
@@ -117,8 +121,8 @@ func TestCrashAfterCreateLeavesNoOrphan(t *testing.T) {
 	r := newRig(t)
 	r.localNodePort()
 	r.webAndDNS()
-	crashAt(r.fake, afterFirst("AddService"))
-	r.crashed()
+	crash := crashAt(r.fake, afterFirst("AddService"))
+	r.crashed(crash)
 	if n := len(r.fake.State().Services); n != 1 || len(r.fake.State().Addrs) != 0 {
 		t.Fatalf("the crash should leave one virtual server and no VIP:\n%s", r.fake.Dump())
 	}
@@ -144,14 +148,15 @@ func TestFailedRecordHoldsTheFrontend(t *testing.T) {
 		return nil
 	})
 	r.webAndDNS()
-	if _, err := r.rec.Sync(context.Background(), false); err == nil {
-		t.Fatal("a failed record went unreported")
+	if st, err := r.rec.Sync(context.Background(), false); err != nil || st.Failing != 1 {
+		t.Fatalf("a failed record: sync error %v, %d failing Services, want web's failure on web alone", err, st.Failing)
 	}
 	dump := ipvsDump(r.fake.Dump())
 	if strings.Contains(dump, "10.96.0.10") || !strings.Contains(dump, "-A -u 10.96.0.53:53") {
 		t.Fatalf("web was made without its record (or dns was held too):\n%s", dump)
 	}
 	r.fake.FailWhen(nil)
+	r.clock.advance(serviceRetryFirst) // web's retry is due
 	r.sync(false)
 	r.expectDump(webAndDNS)
 }
@@ -233,8 +238,8 @@ func TestForeignServerMadeMeanwhileIsNotClaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.store.SetService(service("late", "10.96.0.77", corev1.ProtocolTCP, 443))
-	if _, err := r.rec.Sync(ctx, false); err == nil {
-		t.Fatal("the create that found a foreign server went unreported")
+	if st, err := r.rec.Sync(ctx, false); err != nil || st.Failing != 1 {
+		t.Fatalf("the create that found a foreign server: sync error %v, %d failing Services, want it reported on that Service alone", err, st.Failing)
 	}
 	obs, err := r.fake.Observe(ctx)
 	if err != nil {

@@ -73,6 +73,14 @@ type Reconciler struct {
 	desired desiredSet
 	drains  map[dataplane.RealRef]time.Time
 	metrics syncMetrics
+	// failing are the Services whose operations failed, retried with backoff.
+	failing map[model.ServiceName]*failure
+	// refused are the desired frontends the plan refuses, and why, so that
+	// each is reported once.
+	refused map[model.VSKey]plan.Refusal
+	// made are the virtual servers this process created and has not
+	// deleted (see plan.Owner.Made).
+	made map[model.VSKey]struct{}
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.
@@ -94,10 +102,13 @@ func New(opt Options) *Reconciler {
 		log:     opt.Log.Named("reconciler"),
 		desired: newDesiredSet(),
 		drains:  map[dataplane.RealRef]time.Time{},
+		failing: map[model.ServiceName]*failure{},
+		refused: map[model.VSKey]plan.Refusal{},
+		made:    map[model.VSKey]struct{}{},
 		metrics: syncMetrics{m: opt.Metrics},
 	}
 	r.pub.reset()
-	r.pub.store(Status{}, nil, 0)
+	r.pub.store(Status{}, nil, counts{})
 	return r
 }
 

@@ -97,6 +97,8 @@ func replay(t *testing.T, seed uint64, shuffle bool, faults float64) {
 		}
 	}
 	r.fake.FailWhen(nil)
+	// The Services whose operations failed are retried after their backoff.
+	r.clock.advance(serviceRetryMax)
 	for range 3 { // a failed sync is followed by a full one; the third must be a no-op
 		r.sync(false)
 	}

@@ -132,15 +132,20 @@ func TestFailedSourceFilterHoldsTheVIP(t *testing.T) {
 		return nil
 	})
 	r.store.SetService(lbLocal())
-	if _, err := r.rec.Sync(context.Background(), false); err == nil {
-		t.Fatal("a failed filter member went unreported")
+	// One Service's failure: reported on it, not a failed sync.
+	st := r.sync(false)
+	if st.Failing != 1 || len(r.warn.warnings) != 1 || !strings.Contains(r.warn.warnings[0], "FailedToProgram") {
+		t.Fatalf("a failed filter member went unreported: failing %d, warnings %q", st.Failing, r.warn.warnings)
 	}
 	dump := r.fake.Dump()
 	if strings.Contains(dump, "addr 192.0.2.20") || !strings.Contains(dump, "addr 10.96.0.20") {
 		t.Fatalf("the LB VIP went live without its filter (or the ClusterIP was held too):\n%s", dump)
 	}
 	r.fake.FailWhen(nil)
-	r.sync(false)
+	r.clock.advance(st.Requeue) // the runner comes back when its retry is due
+	if st := r.sync(false); st.Failing != 0 {
+		t.Fatalf("still failing after the retry: %d", st.Failing)
+	}
 	if !strings.Contains(r.fake.Dump(), "addr 192.0.2.20") {
 		t.Fatalf("the LB VIP not bound once its filter is in:\n%s", r.fake.Dump())
 	}

@@ -26,6 +26,9 @@ type Status struct {
 	Services int // Services re-translated
 	Ops      int // operations planned
 	Failed   int // operations that failed
+	// Failing counts the Services whose operations failed (this sync or
+	// earlier) and are retried with backoff; they do not fail the sync.
+	Failing  int
 	Draining int
 	Duration time.Duration
 	Err      error
@@ -50,12 +53,14 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		}
 		shimErr = r.ensureShim(ctx)
 	}
-	ops := r.plan(ctx, &st, synced)
+	ops, tried := r.plan(ctx, &st, synced)
 	if r.opt.DryRun {
 		return r.finish(st, r.print(ops))
 	}
-	failed, err := r.apply(ctx, ops)
-	st.Failed = failed
+	out := r.apply(ctx, ops)
+	st.Failed = out.failed
+	r.noteFailures(&st, out, tried)
+	err := out.err()
 	if err == nil && synced && st.Full {
 		r.prunedOnce = true
 	}
@@ -74,11 +79,15 @@ func (r *Reconciler) ensureShim(ctx context.Context) error {
 // plan translates what changed and returns the operations that bring the
 // scope (the changed Services, or everything on a full sync) in step,
 // draining real servers kept at weight 0. Until every source has synced
-// nothing is deleted: the absence of an object proves nothing yet.
-func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.Op {
-	scope := r.retranslate(st)
+// nothing is deleted: the absence of an object proves nothing yet. It also
+// returns the Services whose operations the plan covers.
+func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.Op, map[model.ServiceName]struct{}) {
+	scope, tried := r.retranslate(st)
 	if st.Full {
 		scope = r.everything()
+		for name := range r.desired.results {
+			tried[name] = struct{}{}
+		}
 	}
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
@@ -92,12 +101,13 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) []plan.O
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
 	}
-	ops := plan.Diff(desired, observed, r.ownerOf(r.observed))
+	ops, refused := plan.Plan(desired, observed, r.ownerOf(r.observed).Made(r.made))
+	r.noteRefusals(scope, refused)
 	if !synced {
 		ops = withoutDeletes(ops)
 	}
 	st.Ops = len(ops)
-	return ops
+	return ops, tried
 }
 
 // finish records and logs a sync's outcome.
@@ -133,23 +143,29 @@ func (r *Reconciler) observe(ctx context.Context) error {
 }
 
 // retranslate translates every Service that changed and folds the results
-// into the desired set; it returns the scope those changes touch.
-func (r *Reconciler) retranslate(st *Status) plan.Scope {
+// into the desired set; it returns the scope those changes touch and the
+// Services translated. Failing Services whose retry is due are translated
+// again with the changed ones.
+func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}) {
 	scope := plan.NewScope()
 	changes := r.opt.Store.Take()
-	names := changes.Services
+	names := append(changes.Services, r.dueRetries(st.Time)...)
 	node := r.opt.Store.Node()
 	if changes.Node {
 		// Every Service may translate differently on a new Node (addresses,
 		// zone): all held ones, and all translated before (deleted since).
-		names = slices.Compact(slices.SortedFunc(slices.Values(append(r.opt.Store.ServiceNames(), r.desired.names()...)), model.ServiceName.Compare))
+		names = append(names, append(r.opt.Store.ServiceNames(), r.desired.names()...)...)
 	}
+	names = slices.Compact(slices.SortedFunc(slices.Values(names), model.ServiceName.Compare))
+	tried := make(map[model.ServiceName]struct{}, len(names))
 	for _, name := range names {
+		tried[name] = struct{}{}
 		svc, epSlices := r.opt.Store.Service(name)
 		res := translate.Service(svc, epSlices, node, r.opt.Translate)
 		r.metrics.translated(name, res.Err)
 		st.Services++
 		if res.Err != nil {
+			delete(tried, name) // nothing of it is planned
 			r.warn(name, "InvalidService", res.Err)
 			continue // the last good translation stays in force
 		}
@@ -160,7 +176,7 @@ func (r *Reconciler) retranslate(st *Status) plan.Scope {
 			r.warn(name, "DuplicateVirtualServer", err)
 		}
 	}
-	return scope
+	return scope, tried
 }
 
 // warn logs a Service's problem and reports it as an Event when possible.
@@ -170,6 +186,37 @@ func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
 	r.log.Warn("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.Error(err))
 	if r.opt.Recorder != nil {
 		r.opt.Recorder.ServiceWarning(name, reason, err.Error())
+	}
+}
+
+// noteRefusals reports each desired frontend the plan refused (another
+// tool's virtual server, or inside --exclude-cidrs) once: a Warning Event on
+// its Service and a log line, counted by the refused-frontends gauge. A
+// frontend of the scope no longer refused is forgotten, so it is reported
+// again if it is refused again.
+func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
+	now := make(map[model.VSKey]plan.Refusal, len(refused))
+	for _, ref := range refused {
+		now[ref.Key] = ref
+		if r.refused[ref.Key] == ref {
+			continue
+		}
+		r.refused[ref.Key] = ref
+		reason := "ForeignVirtualServer"
+		if ref.Why == plan.Excluded {
+			reason = "ExcludedFrontend"
+		}
+		name, ok := r.desired.owner[ref.Key]
+		if !ok {
+			r.log.Warn("frontend refused", zap.Stringer("vs", ref.Key), zap.String("reason", reason), zap.Stringer("why", ref))
+			continue
+		}
+		r.warn(name, reason, errors.New(ref.String()))
+	}
+	for k := range scope.Keys {
+		if _, ok := now[k]; !ok {
+			delete(r.refused, k)
+		}
 	}
 }
 

@@ -30,6 +30,8 @@ type View struct {
 	results      shardedMap[model.ServiceName, *translate.Result]
 	drains       map[dataplane.RealRef]time.Time // since when each drains
 	invalid      int                             // Services that failed to translate
+	failing      int                             // Services whose operations failed
+	refused      int                             // frontends refused (foreign, excluded)
 	healthChecks []translate.HealthCheck
 }
 
@@ -95,7 +97,7 @@ func (v *View) drainTimeout(def time.Duration) func(model.VSKey) time.Duration {
 // Counting walks every virtual server, which is why a scrape does it on
 // the view rather than each sync.
 func (v *View) Table() metrics.Table {
-	t := metrics.Table{BoundVIPs: v.vips.len(), Draining: len(v.drains), Invalid: v.invalid}
+	t := metrics.Table{BoundVIPs: v.vips.len(), Draining: len(v.drains), Invalid: v.invalid, Failing: v.failing, Refused: v.refused}
 	for _, s := range v.servers.all() {
 		if s.Desired != nil && s.Observed != nil {
 			t.VirtualServers++
@@ -155,18 +157,23 @@ func (r *Reconciler) publish(st Status) {
 		p.checks = r.desired.healthChecks()
 		r.desired.checksChanged = false
 	}
-	p.store(st, maps.Clone(r.drains), len(r.metrics.invalid))
+	p.store(st, maps.Clone(r.drains), counts{invalid: len(r.metrics.invalid), failing: len(r.failing), refused: len(r.refused)})
 }
 
+// counts are the problem counts a View carries for metrics.
+type counts struct{ invalid, failing, refused int }
+
 // store publishes a View of the maps as they are now.
-func (p *publisher) store(st Status, drains map[dataplane.RealRef]time.Time, invalid int) {
+func (p *publisher) store(st Status, drains map[dataplane.RealRef]time.Time, n counts) {
 	p.view.Store(&View{
 		Last:         st,
 		servers:      p.servers.publish(),
 		vips:         p.vips.publish(),
 		results:      p.results.publish(),
 		drains:       drains,
-		invalid:      invalid,
+		invalid:      n.invalid,
+		failing:      n.failing,
+		refused:      n.refused,
 		healthChecks: p.checks,
 	})
 }

@@ -57,6 +57,7 @@ func liveDump(r *Reconciler) string {
 		}
 	}
 	t.BoundVIPs, t.Draining, t.Invalid = len(r.observed.Addrs), len(r.drains), len(r.metrics.invalid)
+	t.Failing, t.Refused = len(r.failing), len(r.refused)
 	fmt.Fprintf(&b, "drains %v table %+v checks %v\n", sortedDrains(r.drains), t, r.desired.healthChecks())
 	return b.String()
 }

@@ -3,7 +3,8 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
 	"testing"
@@ -85,9 +86,11 @@ func TestReport(t *testing.T) {
 	}
 	// web-3 leaves its slice with a connection open: it drains (and, its
 	// endpoint gone, shows no pod). Removing
-	// its hairpin set member fails.
+	// its hairpin set member fails with an error that says the agent
+	// cannot change the kernel at all (one Service's failure would not
+	// fail the sync).
 	kernel.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.3.2:8080")}, model.Conns{Active: 1})
-	kernel.FailNext("DeleteSetEntry", errors.New("boom"))
+	kernel.FailNext("DeleteSetEntry", fmt.Errorf("boom: %w", fs.ErrPermission))
 	clock = now.Add(-42 * time.Second)
 	store.SetSlice(webSlice(false))
 	if _, err := rec.Sync(ctx, false); err == nil {
@@ -95,7 +98,7 @@ func TestReport(t *testing.T) {
 	}
 
 	rep := Build("node-a", rec.View())
-	want := `node node-a; last sync 42s ago (incremental, 2 ops, 1 failed, 1 draining, took 0s): FAILED: ipset del KUBE-IPVS-LOOP-BACK 10.244.3.2,tcp:8080,10.244.3.2: boom
+	want := `node node-a; last sync 42s ago (incremental, 2 ops, 1 failed, 1 draining, took 0s): FAILED: ipset del KUBE-IPVS-LOOP-BACK 10.244.3.2,tcp:8080,10.244.3.2: boom: permission denied
 VIPs on kube-ipvs0: 10.96.0.10
 
 -t 10.96.0.10:80 sh (annotation) persistent 10800  default/web port http (ClusterIP)

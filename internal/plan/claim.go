@@ -1,0 +1,213 @@
+package plan
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// Why is why a desired frontend is refused.
+type Why int
+
+const (
+	// Excluded: its address is inside --exclude-cidrs (or of a family not
+	// served), where the agent plans nothing at all.
+	Excluded Why = iota + 1
+	// Foreign: its virtual server exists and is not ours (keepalived's,
+	// say); creating or updating it would take it over, and deleting it
+	// with the Service would destroy the other tool's.
+	Foreign
+	// SharedAddr: its address carries another tool's virtual server and
+	// is not bound on our link; binding it would make that virtual server
+	// look ours (the link's addresses are what mark ours), and a later sync
+	// would take it over or delete it.
+	SharedAddr
+)
+
+func (w Why) String() string {
+	switch w {
+	case Excluded:
+		return "inside the excluded CIDRs"
+	case Foreign:
+		return "served by a virtual server the agent does not own"
+	case SharedAddr:
+		return "its address carries a virtual server the agent does not own"
+	}
+	return fmt.Sprintf("why(%d)", int(w))
+}
+
+// Refusal is a desired frontend the plan leaves alone: no operation on its
+// virtual server, no set member for it, no bind of its address.
+type Refusal struct {
+	Key model.VSKey
+	Why Why
+	// By is the virtual server not ours that blocks it (Foreign,
+	// SharedAddr).
+	By model.VSKey
+}
+
+func (r Refusal) String() string {
+	if r.Why == Excluded {
+		return fmt.Sprintf("frontend %s is %s: not served", r.Key, r.Why)
+	}
+	return fmt.Sprintf("frontend %s is %s (%s): not served, left to its owner", r.Key, r.Why, r.By)
+}
+
+// Plan is Diff that also returns the desired frontends it refused. The
+// ownership rule that guards deletes guards creates and updates too: a
+// desired frontend that is inside the excluded CIDRs, or exists in the
+// kernel and is not ours, or whose address (to be bound) carries a
+// virtual server not ours, is taken out of desired before diffing, with
+// its set members on both sides (so they are neither added nor deleted)
+// and its address. It is here, in the pure diff, so that every caller
+// (sync, drift, cleanup) and the fuzz tests see one rule.
+func Plan(desired, observed model.State, owner Owner) ([]Op, []Refusal) {
+	refused := owner.refusals(desired, observed)
+	desired, observed = withoutRefused(desired, observed, refused, owner)
+	return diff(desired, observed, owner), refused
+}
+
+// refusals lists the desired frontends owner refuses.
+func (o Owner) refusals(desired, observed model.State) []Refusal {
+	var out []Refusal
+	for k := range desired.Services {
+		switch by, foreignAddr := o.foreignOn(k.Addr, desired); {
+		case k.FWMark != 0:
+		case !o.OwnsAddr(k.Addr):
+			out = append(out, Refusal{Key: k, Why: Excluded})
+		case o.isForeign(k, observed):
+			out = append(out, Refusal{Key: k, Why: Foreign, By: k})
+		case foreignAddr:
+			out = append(out, Refusal{Key: k, Why: SharedAddr, By: by})
+		}
+	}
+	return out
+}
+
+// Made returns the owner that also counts as ours, for creates and
+// updates, the virtual servers this process created itself: one whose
+// set member and VIP bind failed after it was made carries no mark yet,
+// and must still be finished rather than refused as another tool's. (It
+// lasts as long as the process; a durable record is what a set of our
+// frontends, written before each create, gives.) made must not change
+// while the owner is in use.
+func (o Owner) Made(made map[model.VSKey]struct{}) Owner {
+	o.made = made
+	return o
+}
+
+// claims tells whether the agent may create, change or bind for k.
+func (o Owner) claims(k model.VSKey) bool {
+	_, made := o.made[k]
+	return made || o.OwnsService(k)
+}
+
+// isForeign tells whether k exists in the kernel and is not ours.
+func (o Owner) isForeign(k model.VSKey, observed model.State) bool {
+	_, exists := observed.Services[k]
+	return exists && !o.claims(k)
+}
+
+// foreignOn tells whether binding a, a desired VIP not yet on our link,
+// would make a virtual server not ours look ours, and names one.
+func (o Owner) foreignOn(a netip.Addr, desired model.State) (model.VSKey, bool) {
+	if _, vip := desired.Addrs[a]; !vip {
+		return model.VSKey{}, false
+	}
+	if _, bound := o.linkAddrs[a]; bound || o.foreign == nil {
+		return model.VSKey{}, false
+	}
+	k, ok := o.foreign.on(o)[a]
+	return k, ok
+}
+
+// foreignIndex is, per address not bound on our link, one virtual server
+// on it that is not ours. It walks the whole table, so it is built once
+// per owner and only when a diff wants to bind a new address.
+type foreignIndex struct {
+	once     sync.Once
+	services map[model.VSKey]*model.Service
+	byAddr   map[netip.Addr]model.VSKey
+}
+
+func newForeignIndex(services map[model.VSKey]*model.Service) *foreignIndex {
+	return &foreignIndex{services: services}
+}
+
+func (f *foreignIndex) on(o Owner) map[netip.Addr]model.VSKey {
+	f.once.Do(func() {
+		f.byAddr = map[netip.Addr]model.VSKey{}
+		for k := range f.services {
+			if k.FWMark == 0 && !o.claims(k) {
+				if old, ok := f.byAddr[k.Addr]; !ok || k.Compare(old) < 0 {
+					f.byAddr[k.Addr] = k
+				}
+			}
+		}
+	})
+	return f.byAddr
+}
+
+// withoutRefused returns desired without the refused frontends, the set
+// members of refused or excluded frontends and the addresses refused, and
+// observed without those frontends and set members, so that the diff plans
+// no operation at all on them (not even the removal of a set member or
+// virtual server of ours that a refused frontend still has). Without
+// anything to take out it returns its inputs; services are never copied.
+func withoutRefused(desired, observed model.State, refused []Refusal, owner Owner) (model.State, model.State) {
+	gone := make(map[model.VSKey]bool, len(refused))
+	for _, r := range refused {
+		gone[r.Key] = true
+	}
+	// A member naming a frontend not ours would make it look ours: it is
+	// refused even when no desired virtual server asks for that frontend.
+	keepEntry := func(e model.SetEntry) bool {
+		k := frontendOf(e)
+		return !k.Addr.IsValid() || (!gone[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
+	}
+	keepAddr := func(a netip.Addr) bool {
+		_, foreign := owner.foreignOn(a, desired)
+		return owner.OwnsAddr(a) && !foreign
+	}
+	if len(gone) == 0 && all(desired.Addrs, keepAddr) && all(desired.Sets, keepEntry) && all(observed.Sets, keepEntry) {
+		return desired, observed
+	}
+	d := model.State{Services: filter(desired.Services, func(k model.VSKey) bool { return !gone[k] }),
+		Addrs: filter(desired.Addrs, keepAddr), Sets: filter(desired.Sets, keepEntry)}
+	o := model.State{Services: filter(observed.Services, func(k model.VSKey) bool { return !gone[k] }),
+		Addrs: observed.Addrs, Sets: filter(observed.Sets, keepEntry)}
+	return d, o
+}
+
+// all tells whether keep holds for every key of m.
+func all[K comparable, V any](m map[K]V, keep func(K) bool) bool {
+	for k := range m {
+		if !keep(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// filter copies the entries of m whose key keep holds for.
+func filter[K comparable, V any](m map[K]V, keep func(K) bool) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		if keep(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// frontendOf is the frontend a set member is about; zero for hairpin
+// members, which are about an endpoint.
+func frontendOf(e model.SetEntry) model.VSKey {
+	if k := shim.KindOf(e); k == 0 || k == shim.LoopBack {
+		return model.VSKey{}
+	}
+	return model.NewVSKey(e.Proto, e.Addr, e.Port)
+}
