@@ -8,7 +8,10 @@
 #   3. the running agent's `status` annotates the table, its /metrics counts
 #      the virtual servers, and `diff` is empty, then names a real server
 #      deleted behind its back;
-#   4. `cleanup` (no flags) removes everything the agent made, the link and a
+#   4. a Service asking for a scheduler the kernel has no module for (twos
+#      on Debian's cloud kernel) fails alone: the sync stays ok, /healthz
+#      answers 200, kube_ipvs_service_errors counts it, the rest is served;
+#   5. `cleanup` (no flags) removes everything the agent made, the link and a
 #      Local-policy NodePort on a node address the VM does not have
 #      included, and leaves a virtual server added by hand (as keepalived
 #      would) alone.
@@ -80,6 +83,37 @@ kube-ipvs diff >/tmp/diff.txt; rc=$?
 [ $rc -eq 1 ] && [ "$(cat /tmp/diff.txt)" = "-a -t 10.96.0.100:80 -r 10.244.2.2:8080 -m -w 1" ] \
   || fail "diff after a hand-deleted real server exited $rc: $(cat /tmp/diff.txt)"
 echo "--- kube-ipvs diff: empty at steady state, names a real server deleted by hand"
+
+get() { printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$1" | nc -w 2 127.0.0.1 10247 | tr -d '\r'; }
+if grep -q '^ip_vs_twos ' /proc/modules; then
+  echo "--- this kernel has ip_vs_twos: the missing-scheduler check does not apply"
+else
+  cat >/examples/twos.yaml <<'YAML'
+apiVersion: v1
+kind: Service
+metadata:
+  name: fancy
+  namespace: default
+  annotations:
+    kube-ipvs.io/scheduler: twos
+spec:
+  clusterIP: 10.96.0.77
+  ports:
+    - {name: http, protocol: TCP, port: 80, targetPort: 8080}
+YAML
+  i=0
+  until get /metrics | grep -qx 'kube_ipvs_service_errors 1'; do
+    i=$((i + 1)); [ $i -lt 60 ] || fail "a twos Service never showed in kube_ipvs_service_errors"; sleep 0.5
+  done
+  kube-ipvs status >/tmp/status.txt 2>&1
+  grep -q 'last sync .*: ok' /tmp/status.txt || fail "a twos Service failed the sync: $(head -1 /tmp/status.txt)"
+  get /healthz | head -1 | grep -q ' 200 ' || fail "/healthz with a twos Service: $(get /healthz | head -1)"
+  ipvsadm -Ln | grep -q '10.96.0.100:80' || fail "the web Service went with the twos one"
+  ipvsadm -Ln | grep -q '10.96.0.77' && fail "a virtual server with a scheduler the kernel lacks exists"
+  grep -q 'FailedToProgram' /tmp/agent.log || fail "the twos Service was not reported: $(tail -3 /tmp/agent.log)"
+  echo "--- a twos Service (no module) failed alone: sync ok, /healthz 200, kube_ipvs_service_errors 1"
+  rm /examples/twos.yaml
+fi
 kill $agent; wait $agent
 
 # A Local-policy NodePort: only the agent's record of its frontends names it.

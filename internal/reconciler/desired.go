@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
@@ -14,8 +15,19 @@ import (
 // desiredSet is the whole desired state kept as the sum of each Service's
 // last good translation, so that replacing one Service touches only its own
 // keys and addresses.
+//
+// Two Services may claim one frontend (a VIP:port; the API server does not
+// prevent it for external and load-balancer IPs). The older Service wins
+// (creationTimestamp, then namespace/name), whatever order the agent learns
+// of them in, so a restart keeps the winner. The loser gets nothing of that
+// frontend in the kernel: no virtual server, no real servers, no set member
+// (its no-endpoints member would reject the winner's traffic), no reference
+// to the VIP. It waits on the frontend and takes it over as soon as the
+// winner lets go of it (deleted, or changed to another frontend).
 type desiredSet struct {
-	state    model.State
+	state model.State
+	// results are the translations in force: each Service's last good
+	// translation without the frontends it lost.
 	results  map[model.ServiceName]translate.Result
 	owner    map[model.VSKey]model.ServiceName
 	addrRefs map[netip.Addr]int
@@ -30,6 +42,37 @@ type desiredSet struct {
 	// changed are the Services replaced or removed since the publisher
 	// last looked.
 	changed map[model.ServiceName]struct{}
+
+	// whole are the last good translations, lost frontends included, and
+	// rank how old each Service is; lost are the frontends each Service
+	// lost, and waiting the Services that lost each frontend.
+	whole   map[model.ServiceName]translate.Result
+	rank    map[model.ServiceName]claimRank
+	lost    map[model.ServiceName][]model.VSKey
+	waiting map[model.VSKey]map[model.ServiceName]struct{}
+}
+
+// claimRank orders the Services claiming one frontend: the older first.
+type claimRank struct {
+	created time.Time
+	name    model.ServiceName
+}
+
+func (a claimRank) before(b claimRank) bool {
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.name.Compare(b.name) < 0
+}
+
+// conflict is a frontend a Service lost to an older one.
+type conflict struct {
+	loser, winner model.ServiceName
+	key           model.VSKey
+}
+
+func (c conflict) Error() string {
+	return fmt.Sprintf("service %s: virtual server %s is already served for %s, an older Service; it is taken over when that one lets go of it", c.loser, c.key, c.winner)
 }
 
 func newDesiredSet() desiredSet {
@@ -41,54 +84,173 @@ func newDesiredSet() desiredSet {
 		setRefs:  map[model.SetEntry]int{},
 		checks:   map[model.ServiceName]translate.HealthCheck{},
 		changed:  map[model.ServiceName]struct{}{},
+		whole:    map[model.ServiceName]translate.Result{},
+		rank:     map[model.ServiceName]claimRank{},
+		lost:     map[model.ServiceName][]model.VSKey{},
+		waiting:  map[model.VSKey]map[model.ServiceName]struct{}{},
 	}
 }
 
 // replace swaps one Service's translation for a new one (an empty Result
-// removes it), adds every key and address either version touches to scope,
-// and returns the keys the Service could not claim because another Service
-// already holds them.
-func (d *desiredSet) replace(name model.ServiceName, res translate.Result, scope plan.Scope) []error {
-	d.remove(name, scope)
-	d.changed[name] = struct{}{}
-	var conflicts []error
-	kept := res
-	kept.Services = nil
-	for _, svc := range res.Services {
-		if other, taken := d.owner[svc.Key]; taken {
-			conflicts = append(conflicts, fmt.Errorf("service %s: virtual server %s is already served for %s", name, svc.Key, other))
-			continue
+// removes it; created is its creationTimestamp), adds every key and address
+// either version touches to scope, and returns the frontends the change
+// took from a Service: the ones it lost to older Services, and the ones
+// newer Services lost to it. Services waiting on a frontend the change
+// freed take it over.
+func (d *desiredSet) replace(name model.ServiceName, res translate.Result, created time.Time, scope plan.Scope) []conflict {
+	freed := d.remove(name, scope)
+	delete(d.whole, name)
+	delete(d.rank, name)
+	var lost []conflict
+	if !empty(res) {
+		d.whole[name] = res
+		d.rank[name] = claimRank{created: created, name: name}
+		var evicted []model.ServiceName
+		for _, svc := range res.Services {
+			if h, taken := d.owner[svc.Key]; taken && d.rank[name].before(d.rank[h]) && !slices.Contains(evicted, h) {
+				evicted = append(evicted, h)
+			}
 		}
+		for _, h := range evicted {
+			freed = append(freed, d.remove(h, scope)...)
+		}
+		lost = d.add(name, scope)
+		for _, h := range evicted {
+			lost = append(lost, d.add(h, scope)...)
+		}
+	}
+	d.wake(freed, scope)
+	return lost
+}
+
+// empty tells whether a translation asks for nothing (a deleted or
+// skipped Service).
+func empty(res translate.Result) bool {
+	return len(res.Services) == 0 && len(res.Addrs) == 0 && len(res.SetEntries) == 0 && res.HealthCheck == nil
+}
+
+// add puts a Service's whole translation in force, without the frontends
+// other Services hold (which it waits on), and returns those.
+func (d *desiredSet) add(name model.ServiceName, scope plan.Scope) []conflict {
+	res := d.whole[name]
+	d.changed[name] = struct{}{}
+	var lost []conflict
+	gone := map[model.VSKey]bool{}
+	for _, svc := range res.Services {
+		if h, taken := d.owner[svc.Key]; taken {
+			lost = append(lost, conflict{loser: name, winner: h, key: svc.Key})
+			gone[svc.Key] = true
+			d.wait(name, svc.Key)
+		}
+	}
+	kept := withoutFrontends(res, gone)
+	for _, svc := range kept.Services {
 		d.owner[svc.Key] = name
 		d.state.Services[svc.Key] = svc
 		scope.Keys[svc.Key] = struct{}{}
-		kept.Services = append(kept.Services, svc)
 	}
-	for _, a := range res.Addrs {
+	for _, a := range kept.Addrs {
 		d.addrRefs[a]++
 		d.state.Addrs[a] = struct{}{}
 		scope.Addrs[a] = struct{}{}
 	}
-	for _, e := range res.SetEntries {
+	for _, e := range kept.SetEntries {
 		d.setRefs[e]++
 		d.state.Sets[e] = struct{}{}
 		scope.Sets[e] = struct{}{}
 	}
-	if len(kept.Services) > 0 || len(kept.Addrs) > 0 || len(kept.SetEntries) > 0 || kept.HealthCheck != nil {
+	if !empty(kept) {
 		d.results[name] = kept
 	}
-	if res.HealthCheck != nil {
-		d.checks[name] = *res.HealthCheck
+	if kept.HealthCheck != nil {
+		d.checks[name] = *kept.HealthCheck
 		d.checksChanged = true
 	}
-	return conflicts
+	return lost
 }
 
-// remove drops a Service's translation.
-func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
+// wait records that name waits on frontend k.
+func (d *desiredSet) wait(name model.ServiceName, k model.VSKey) {
+	if d.waiting[k] == nil {
+		d.waiting[k] = map[model.ServiceName]struct{}{}
+	}
+	d.waiting[k][name] = struct{}{}
+	d.lost[name] = append(d.lost[name], k)
+}
+
+// wake lets the Services waiting on frontends that are free now claim them
+// again from their last good translation, the oldest first. They were told
+// when they lost; taking over needs no word.
+func (d *desiredSet) wake(freed []model.VSKey, scope plan.Scope) {
+	var woken []model.ServiceName
+	for _, k := range freed {
+		if _, taken := d.owner[k]; taken {
+			continue
+		}
+		for w := range d.waiting[k] {
+			if !slices.Contains(woken, w) {
+				woken = append(woken, w)
+			}
+		}
+	}
+	slices.SortFunc(woken, func(a, b model.ServiceName) int {
+		if d.rank[a].before(d.rank[b]) {
+			return -1
+		}
+		return 1
+	})
+	for _, w := range woken {
+		d.remove(w, scope)
+		d.add(w, scope)
+	}
+}
+
+// withoutFrontends is res without the virtual servers in gone, their set
+// members and meta, and the addresses only they carried.
+func withoutFrontends(res translate.Result, gone map[model.VSKey]bool) translate.Result {
+	if len(gone) == 0 {
+		return res
+	}
+	kept := res
+	kept.Services, kept.Addrs, kept.SetEntries = nil, nil, nil
+	kept.Meta = make(map[model.VSKey]translate.VSMeta, len(res.Meta))
+	carried := map[netip.Addr]bool{}
+	for _, svc := range res.Services {
+		if !gone[svc.Key] {
+			kept.Services = append(kept.Services, svc)
+			kept.Meta[svc.Key] = res.Meta[svc.Key]
+			carried[svc.Key.Addr] = true
+		}
+	}
+	for _, a := range res.Addrs {
+		if carried[a] {
+			kept.Addrs = append(kept.Addrs, a)
+		}
+	}
+	for _, e := range res.SetEntries {
+		k, frontend := frontendOf(e)
+		// Hairpin members serve the Service's endpoints through any
+		// frontend it keeps; with none kept they serve nothing.
+		if (frontend && !gone[k]) || (!frontend && len(kept.Services) > 0) {
+			kept.SetEntries = append(kept.SetEntries, e)
+		}
+	}
+	return kept
+}
+
+// remove drops a Service's translation in force and returns the
+// frontends it held; it stops waiting on the ones it lost.
+func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) []model.VSKey {
+	for _, k := range d.lost[name] {
+		delete(d.waiting[k], name)
+		if len(d.waiting[k]) == 0 {
+			delete(d.waiting, k)
+		}
+	}
+	delete(d.lost, name)
 	old, ok := d.results[name]
 	if !ok {
-		return
+		return nil
 	}
 	delete(d.results, name)
 	d.changed[name] = struct{}{}
@@ -96,10 +258,12 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 		delete(d.checks, name)
 		d.checksChanged = true
 	}
+	freed := make([]model.VSKey, 0, len(old.Services))
 	for _, svc := range old.Services {
 		delete(d.owner, svc.Key)
 		delete(d.state.Services, svc.Key)
 		scope.Keys[svc.Key] = struct{}{}
+		freed = append(freed, svc.Key)
 	}
 	for _, a := range old.Addrs {
 		scope.Addrs[a] = struct{}{}
@@ -115,6 +279,7 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) {
 			delete(d.state.Sets, e)
 		}
 	}
+	return freed
 }
 
 // healthChecks lists the held Services' health checks by port. Two

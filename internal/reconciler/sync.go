@@ -172,8 +172,12 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 		if res.Skipped != "" {
 			r.log.Debug("service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
 		}
-		for _, err := range r.desired.replace(name, res, scope) {
-			r.warn(name, "DuplicateVirtualServer", err)
+		var created time.Time
+		if svc != nil {
+			created = svc.CreationTimestamp.Time
+		}
+		for _, c := range r.desired.replace(name, res, created, scope) {
+			r.warn(c.loser, "DuplicateVirtualServer", c)
 		}
 	}
 	return scope, tried

@@ -1,0 +1,118 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// claimant is a Service with its own ClusterIP and the shared external IP
+// 192.0.2.50:80, created at the given minute. The names sort the other way
+// round from the ages, so that neither name order nor arrival order can
+// pass for age.
+func claimant(name, clusterIP string, minute int) *corev1.Service {
+	s := withExternalIP(name, clusterIP, "192.0.2.50", 80)
+	s.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, minute, 0, 0, time.UTC))
+	return s
+}
+
+// shared is what the kernel holds for the shared frontend: its virtual
+// server's lines and its set members.
+func shared(dump string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.SplitAfter(dump, "\n") {
+		switch {
+		case strings.HasPrefix(l, "-A "):
+			in = strings.Contains(l, "192.0.2.50:80")
+		case strings.HasPrefix(l, "set ") || strings.HasPrefix(l, "addr "):
+			in = strings.Contains(l, "192.0.2.50")
+		}
+		if in {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// The older Service ("zulu", with an endpoint) wins the shared frontend.
+const zuluServes = `-A -t 192.0.2.50:80 -s rr
+  -a -t 192.0.2.50:80 -r 10.244.9.9:8080 -m -w 1
+addr 192.0.2.50
+set KUBE-IPVS-EXTERNAL 192.0.2.50,tcp:80
+`
+
+func TestTwoServicesOneFrontend(t *testing.T) {
+	r := newRig(t)
+	// The newer one, without endpoints, arrives first.
+	r.store.SetService(claimant("alpha", "10.96.0.61", 2))
+	r.sync(false)
+	r.store.SetService(claimant("zulu", "10.96.0.62", 1))
+	r.store.SetSlice(slice("zulu", corev1.ProtocolTCP, 8080, ready("10.244.9.9")))
+	r.sync(false)
+	// alpha keeps nothing of it: in particular no no-endpoints member,
+	// which would reject zulu's traffic.
+	if got := shared(r.fake.Dump()); got != zuluServes {
+		t.Fatalf("shared frontend:\n%s\nwant the older Service's only:\n%s", got, zuluServes)
+	}
+	if !strings.Contains(r.fake.Dump(), "-A -t 10.96.0.61:80") {
+		t.Fatalf("alpha's own ClusterIP went too:\n%s", r.fake.Dump())
+	}
+	if len(r.warn.warnings) != 1 || !strings.HasPrefix(r.warn.warnings[0], "default/alpha DuplicateVirtualServer") {
+		t.Fatalf("warnings %q, want one DuplicateVirtualServer on the newer Service", r.warn.warnings)
+	}
+
+	// A restart learns of them in name order (alpha first): same winner,
+	// nothing to do.
+	r.restart()
+	r.fake.ResetCalls()
+	if st := r.sync(false); st.Ops != 0 || mutating(r.fake) != 0 {
+		t.Fatalf("restart planned %d ops: %v", st.Ops, r.fake.Log())
+	}
+
+	// The winner goes: the loser takes the frontend over in the same sync.
+	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "zulu"})
+	r.sync(false)
+	want := `-A -t 192.0.2.50:80 -s rr
+addr 192.0.2.50
+set KUBE-IPVS-EXTERNAL 192.0.2.50,tcp:80
+set KUBE-IPVS-NO-ENDPOINTS 192.0.2.50,tcp:80
+`
+	if got := shared(r.fake.Dump()); got != want {
+		t.Fatalf("after the winner went:\n%s\nwant the other's:\n%s", got, want)
+	}
+}
+
+// TestLoserTakesOverWhenTheWinnerMoves: the winner changing its external
+// IP frees the frontend, which the waiting Service takes.
+func TestLoserTakesOverWhenTheWinnerMoves(t *testing.T) {
+	r := newRig(t)
+	r.store.SetService(claimant("zulu", "10.96.0.62", 1))
+	r.store.SetSlice(slice("zulu", corev1.ProtocolTCP, 8080, ready("10.244.9.9")))
+	r.store.SetService(claimant("alpha", "10.96.0.61", 2))
+	r.store.SetSlice(slice("alpha", corev1.ProtocolTCP, 8080, ready("10.244.8.8")))
+	r.sync(false)
+	if got := shared(r.fake.Dump()); got != zuluServes {
+		t.Fatalf("shared frontend:\n%s\nwant:\n%s", got, zuluServes)
+	}
+	moved := claimant("zulu", "10.96.0.62", 1)
+	moved.Spec.ExternalIPs = []string{"192.0.2.51"}
+	r.store.SetService(moved)
+	r.sync(false)
+	want := strings.ReplaceAll(zuluServes, "10.244.9.9", "10.244.8.8")
+	if got := shared(r.fake.Dump()); got != want {
+		t.Fatalf("after the winner moved:\n%s\nwant the waiting Service's:\n%s", got, want)
+	}
+	if !strings.Contains(r.fake.Dump(), "-a -t 192.0.2.51:80 -r 10.244.9.9:8080") {
+		t.Fatalf("the winner's new frontend missing:\n%s", r.fake.Dump())
+	}
+	r.fake.ResetCalls()
+	if st := r.sync(true); st.Ops != 0 {
+		t.Fatalf("a full sync after the takeover planned %d ops: %v", st.Ops, r.fake.Log())
+	}
+}
