@@ -30,11 +30,11 @@ const (
 func (w Why) String() string {
 	switch w {
 	case Excluded:
-		return "inside the excluded CIDRs"
+		return "excluded"
 	case Foreign:
-		return "served by a virtual server the agent does not own"
+		return "foreign"
 	case SharedAddr:
-		return "its address carries a virtual server the agent does not own"
+		return "shared-address"
 	}
 	return fmt.Sprintf("why(%d)", int(w))
 }
@@ -49,11 +49,15 @@ type Refusal struct {
 	By model.VSKey
 }
 
+// String says what was refused and why, for the Service's owner.
 func (r Refusal) String() string {
-	if r.Why == Excluded {
-		return fmt.Sprintf("frontend %s is %s: not served", r.Key, r.Why)
+	switch r.Why {
+	case Excluded:
+		return fmt.Sprintf("frontend %s is inside the excluded CIDRs: not served", r.Key)
+	case Foreign:
+		return fmt.Sprintf("frontend %s is a virtual server the agent does not own: not served, left to its owner", r.Key)
 	}
-	return fmt.Sprintf("frontend %s is %s (%s): not served, left to its owner", r.Key, r.Why, r.By)
+	return fmt.Sprintf("frontend %s: its address carries %s, a virtual server the agent does not own: not served, its address not bound", r.Key, r.By)
 }
 
 // Plan is Diff that also returns the desired frontends it refused. The
@@ -165,8 +169,8 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 	// A member naming a frontend not ours would make it look ours: it is
 	// refused even when no desired virtual server asks for that frontend.
 	keepEntry := func(e model.SetEntry) bool {
-		k := frontendOf(e)
-		return !k.Addr.IsValid() || (!gone[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
+		k, ok := FrontendOf(e)
+		return !ok || (!gone[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
 	}
 	keepAddr := func(a netip.Addr) bool {
 		_, foreign := owner.foreignOn(a, desired)
@@ -203,11 +207,11 @@ func filter[K comparable, V any](m map[K]V, keep func(K) bool) map[K]V {
 	return out
 }
 
-// frontendOf is the frontend a set member is about; zero for hairpin
+// FrontendOf is the frontend a set member is about; false for hairpin
 // members, which are about an endpoint.
-func frontendOf(e model.SetEntry) model.VSKey {
+func FrontendOf(e model.SetEntry) (model.VSKey, bool) {
 	if k := shim.KindOf(e); k == 0 || k == shim.LoopBack {
-		return model.VSKey{}
+		return model.VSKey{}, false
 	}
-	return model.NewVSKey(e.Proto, e.Addr, e.Port)
+	return model.NewVSKey(e.Proto, e.Addr, e.Port), true
 }

@@ -284,3 +284,41 @@ func TestNewOwner(t *testing.T) {
 		t.Error("an owner built from a state without the VIP owns its service")
 	}
 }
+
+// TestPlanRefuses: each way a desired frontend is not ours to make, and
+// what stays ours beside it.
+func TestPlanRefuses(t *testing.T) {
+	kExt := model.NewVSKey(model.TCP, ext, 443)      // keepalived's, in observed
+	kExt80 := model.NewVSKey(model.TCP, ext, 80)     // another port on its address
+	kNode := model.NewVSKey(model.TCP, node1, 30080) // a NodePort
+	kNodeSSH := model.NewVSKey(model.TCP, node1, 22) // someone's on the node address
+	kExcl := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.9.9"), 80)
+	k1 := model.NewVSKey(model.TCP, vip1, 80)
+	observed := state(nil, svc(kExt, "wlc", rs("10.0.0.5:443", 1)), svc(kNodeSSH, "rr"))
+	for _, tt := range []struct {
+		name    string
+		desired model.State
+		ops     string
+		refused string
+	}{
+		{"foreign key", state([]netip.Addr{ext}, svc(kExt, "rr", rs("10.244.0.2:8443", 1))), "",
+			"frontend -t 192.168.1.200:443 is a virtual server the agent does not own: not served, left to its owner"},
+		{"its address, another port", state([]netip.Addr{ext}, svc(kExt80, "rr")), "",
+			"frontend -t 192.168.1.200:80: its address carries -t 192.168.1.200:443, a virtual server the agent does not own: not served, its address not bound"},
+		{"excluded", state([]netip.Addr{kExcl.Addr}, svc(kExcl, "rr")), "",
+			"frontend -t 10.96.9.9:80 is inside the excluded CIDRs: not served"},
+		{"a NodePort beside a foreign port on the node address", state(nil, svc(kNode, "rr")), "-A -t 192.168.1.10:30080 -s rr\n", ""},
+		{"ours beside", state([]netip.Addr{vip1}, svc(k1, "rr")), "-A -t 10.96.0.1:80 -s rr\nip addr add 10.96.0.1/32\n", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ops, refused := Plan(tt.desired, observed, testOwner(observed))
+			var why []string
+			for _, r := range refused {
+				why = append(why, r.String())
+			}
+			if got := render(ops); got != tt.ops || strings.Join(why, "\n") != tt.refused {
+				t.Errorf("ops:\n%s\nrefused: %q\nwant ops:\n%s\nrefused: %q", got, why, tt.ops, tt.refused)
+			}
+		})
+	}
+}

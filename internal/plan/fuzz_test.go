@@ -98,10 +98,8 @@ func foreignAddr(a netip.Addr, observed model.State, owner Owner) bool {
 
 // entryKey is the frontend a set member names (zero for hairpin members).
 func entryKey(e model.SetEntry) model.VSKey {
-	if shim.KindOf(e) == shim.LoopBack {
-		return model.VSKey{}
-	}
-	return model.NewVSKey(e.Proto, e.Addr, e.Port)
+	k, _ := FrontendOf(e)
+	return k
 }
 
 // expect is what applying a correct diff must leave: desired where desired

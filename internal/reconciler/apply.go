@@ -69,7 +69,7 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
 		if (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && missing[op.VS.Key] {
 			continue
 		}
-		if k, ok := frontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (missing[k] || taken[k]) {
+		if k, ok := plan.FrontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (missing[k] || taken[k]) {
 			continue
 		}
 		e := applyOp(ctx, r.opt.Dataplane, op)
@@ -92,7 +92,8 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
 				held[op.Entry.Addr] = true
 			}
 			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
-				unrecorded[frontendKey(op.Entry)] = true
+				k, _ := plan.FrontendOf(op.Entry)
+				unrecorded[k] = true
 			}
 			if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
 				taken[op.VS.Key] = true
@@ -121,9 +122,6 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
 	}
 	return out
 }
-
-// frontendKey is the virtual server a frontend-naming member names.
-func frontendKey(e model.SetEntry) model.VSKey { return model.NewVSKey(e.Proto, e.Addr, e.Port) }
 
 // withdrawRecord removes the ownership record of a virtual server that
 // turned out to be someone else's. A failure is logged: the next full sync

@@ -228,7 +228,7 @@ func withoutFrontends(res translate.Result, gone map[model.VSKey]bool) translate
 		}
 	}
 	for _, e := range res.SetEntries {
-		k, frontend := frontendOf(e)
+		k, frontend := plan.FrontendOf(e)
 		// Hairpin members serve the Service's endpoints through any
 		// frontend it keeps; with none kept they serve nothing.
 		if (frontend && !gone[k]) || (!frontend && len(kept.Services) > 0) {

@@ -14,7 +14,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
-	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // maxJoined is how many errors a joined error spells out; the rest are
@@ -120,7 +119,7 @@ func (r *Reconciler) serviceOf(op plan.Op) (model.ServiceName, bool) {
 	switch op.Kind {
 	case plan.AddSetEntry, plan.DeleteSetEntry:
 		var ok bool
-		if k, ok = frontendOf(op.Entry); !ok {
+		if k, ok = plan.FrontendOf(op.Entry); !ok {
 			return model.ServiceName{}, false
 		}
 	case plan.BindAddr, plan.UnbindAddr:
@@ -128,15 +127,6 @@ func (r *Reconciler) serviceOf(op plan.Op) (model.ServiceName, bool) {
 	}
 	name, ok := r.desired.owner[k]
 	return name, ok
-}
-
-// frontendOf is the frontend a set member is about; false for hairpin
-// members, which are about an endpoint.
-func frontendOf(e model.SetEntry) (model.VSKey, bool) {
-	if k := shim.KindOf(e); k == 0 || k == shim.LoopBack {
-		return model.VSKey{}, false
-	}
-	return model.NewVSKey(e.Proto, e.Addr, e.Port), true
 }
 
 // failure is a Service whose operations failed: its first error, how many
