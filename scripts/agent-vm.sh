@@ -11,7 +11,10 @@
 #   4. a Service asking for a scheduler the kernel has no module for (twos
 #      on Debian's cloud kernel) fails alone: the sync stays ok, /healthz
 #      answers 200, kube_ipvs_service_errors counts it, the rest is served;
-#   5. `cleanup` (no flags) removes everything the agent made, the link and a
+#   5. a Service whose external IP:port keepalived (here: ipvsadm by hand)
+#      already serves leaves that virtual server and its address alone, is
+#      reported, and its going deletes nothing of it;
+#   6. `cleanup` (no flags) removes everything the agent made, the link and a
 #      Local-policy NodePort on a node address the VM does not have
 #      included, and leaves a virtual server added by hand (as keepalived
 #      would) alone.
@@ -114,6 +117,45 @@ YAML
   echo "--- a twos Service (no module) failed alone: sync ok, /healthz 200, kube_ipvs_service_errors 1"
   rm /examples/twos.yaml
 fi
+
+ipvsadm -A -t 192.0.2.2:443 -s wlc
+ipvsadm -a -t 192.0.2.2:443 -r 10.0.0.5:443 -m
+cat >/examples/taken.yaml <<'YAML'
+apiVersion: v1
+kind: Service
+metadata:
+  name: taken
+  namespace: default
+spec:
+  clusterIP: 10.96.0.78
+  externalIPs: [192.0.2.2]
+  ports:
+    - {name: https, protocol: TCP, port: 443, targetPort: 8443}
+YAML
+i=0
+until ipvsadm -Ln | grep -q '10.96.0.78:443'; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the Service beside keepalived's server was never applied"; sleep 0.5
+done
+sleep 1
+keep="-A -t 192.0.2.2:443 -s wlc
+-a -t 192.0.2.2:443 -r 10.0.0.5:443 -m -w 1"
+[ "$(ipvsadm -Sn | grep 192.0.2.2)" = "$keep" ] || fail "keepalived's server taken over: $(ipvsadm -Sn | grep 192.0.2.2)"
+iproute2-ip -o addr show dev kube-ipvs0 | grep -q '192.0.2.2/' && fail "keepalived's address bound on kube-ipvs0"
+# Added behind the agent's back, the server is only known to it from its
+# next full read of the kernel (the failed create asks for one at once).
+i=0
+until grep -q 'ForeignVirtualServer' /tmp/agent.log; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the refused frontend was not reported: $(grep -v twos /tmp/agent.log | tail -5)"; sleep 0.5
+done
+[ "$(ipvsadm -Sn | grep 192.0.2.2)" = "$keep" ] || fail "keepalived's server taken over: $(ipvsadm -Sn | grep 192.0.2.2)"
+rm /examples/taken.yaml
+i=0
+while ipvsadm -Ln | grep -q '10.96.0.78:443'; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the Service beside keepalived's server never went"; sleep 0.5
+done
+[ "$(ipvsadm -Sn | grep 192.0.2.2)" = "$keep" ] || fail "keepalived's server changed when the Service went: $(ipvsadm -Sn | grep 192.0.2.2)"
+ipvsadm -D -t 192.0.2.2:443
+echo "--- a Service on keepalived's address:port left its server and address alone, and went without them"
 kill $agent; wait $agent
 
 # A Local-policy NodePort: only the agent's record of its frontends names it.
