@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ func TestTwoServicesOneFrontend(t *testing.T) {
 	// which would reject zulu's traffic.
 	if got := shared(r.fake.Dump()); got != zuluServes {
 		t.Fatalf("shared frontend:\n%s\nwant the older Service's only:\n%s", got, zuluServes)
+	}
+	// Nor a reference to the VIP: only the winner holds it.
+	if n := r.rec.desired.addrRefs[netip.MustParseAddr("192.0.2.50")]; n != 1 {
+		t.Fatalf("the shared VIP has %d references, want the winner's only", n)
 	}
 	if !strings.Contains(r.fake.Dump(), "-A -t 10.96.0.61:80") {
 		t.Fatalf("alpha's own ClusterIP went too:\n%s", r.fake.Dump())
