@@ -100,6 +100,9 @@ func (o Owner) refusals(desired, observed model.State) []Refusal {
 // while the owner is in use.
 func (o Owner) Made(made map[model.VSKey]struct{}) Owner {
 	o.made = made
+	if o.foreign != nil { // its index depends on what counts as ours
+		o.foreign = newForeignIndex(o.foreign.services)
+	}
 	return o
 }
 
