@@ -46,6 +46,8 @@ const zuluServes = `-A -t 192.0.2.50:80 -s rr
   -a -t 192.0.2.50:80 -r 10.244.9.9:8080 -m -w 1
 addr 192.0.2.50
 set KUBE-IPVS-EXTERNAL 192.0.2.50,tcp:80
+set KUBE-IPVS-FRONTENDS 192.0.2.50,tcp:80
+set KUBE-IPVS-VIPS 192.0.2.50
 `
 
 func TestTwoServicesOneFrontend(t *testing.T) {
@@ -86,7 +88,9 @@ func TestTwoServicesOneFrontend(t *testing.T) {
 	want := `-A -t 192.0.2.50:80 -s rr
 addr 192.0.2.50
 set KUBE-IPVS-EXTERNAL 192.0.2.50,tcp:80
+set KUBE-IPVS-FRONTENDS 192.0.2.50,tcp:80
 set KUBE-IPVS-NO-ENDPOINTS 192.0.2.50,tcp:80
+set KUBE-IPVS-VIPS 192.0.2.50
 `
 	if got := shared(r.fake.Dump()); got != want {
 		t.Fatalf("after the winner went:\n%s\nwant the other's:\n%s", got, want)
