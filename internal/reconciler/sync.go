@@ -169,6 +169,9 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			r.warn(name, "InvalidService", res.Err)
 			continue // the last good translation stays in force
 		}
+		for _, w := range res.Warnings {
+			r.warn(name, "InvalidServiceField", w)
+		}
 		if res.Skipped != "" {
 			r.log.Debug("service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
 		}

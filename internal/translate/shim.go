@@ -3,7 +3,6 @@ package translate
 import (
 	"net/netip"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,10 +20,6 @@ type HealthCheck struct {
 	LocalEndpoints int
 }
 
-// annotationSourceRanges is the older way to give loadBalancerSourceRanges;
-// kube-proxy reads it when the field is empty.
-const annotationSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
-
 // frontendEntries adds the set members one frontend needs (see package
 // shim for what each set does).
 func (b *builder) frontendEntries(fe frontend, p servicePort, reals []model.RealServer) {
@@ -36,9 +31,9 @@ func (b *builder) frontendEntries(fe frontend, p servicePort, reals []model.Real
 		b.entry(shim.Entry(shim.External, fe.addr, p.proto, fe.port))
 	}
 	if fe.kind.HasSourceRanges() {
-		if ranges := b.sourceRanges(fe.addr.Is6()); len(ranges) > 0 {
+		if filtered, allowed := b.sources.forFamily(fe.addr.Is6()); filtered {
 			b.entry(shim.Entry(shim.Firewall, fe.addr, p.proto, fe.port))
-			for _, r := range ranges {
+			for _, r := range allowed {
 				b.entry(shim.SourceRangeEntry(fe.addr, p.proto, fe.port, r))
 			}
 		}
@@ -62,27 +57,6 @@ func (b *builder) loopBackEntries(p servicePort) {
 }
 
 func (b *builder) entry(e model.SetEntry) { b.entries[e] = struct{}{} }
-
-// sourceRanges are the Service's allowed client ranges of a family:
-// spec.loadBalancerSourceRanges, else the older annotation. Unparsable
-// ranges are skipped (the API server validates the field).
-func (b *builder) sourceRanges(v6 bool) []netip.Prefix {
-	list := b.svc.Spec.LoadBalancerSourceRanges
-	if len(list) == 0 {
-		if a := b.svc.Annotations[annotationSourceRanges]; a != "" {
-			list = strings.Split(a, ",")
-		}
-	}
-	var out []netip.Prefix
-	for _, s := range list {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil || p.Addr().Is6() != v6 {
-			continue
-		}
-		out = append(out, p.Masked())
-	}
-	return out
-}
 
 // healthCheck returns the Service's health check, nil when it has none.
 func (b *builder) healthCheck() *HealthCheck {

@@ -115,6 +115,10 @@ type Result struct {
 	// annotation, bad flags, bad drain-timeout, unknown protocol); Services
 	// is then empty. The error names the Service and the cause.
 	Err error
+	// Warnings are faults in a Service that is still translated, each
+	// resolved the safe way (an unreadable source range denies every
+	// client); each should reach the user as a Warning Event.
+	Warnings []error
 }
 
 // Service translates one Service (svc nil = deleted -> empty Result) with its
@@ -135,11 +139,13 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 	if err != nil {
 		return Result{Err: fmt.Errorf("service %s: %w", name, err)}
 	}
+	sources, sourcesErr := sourceRanges(svc)
 	b := builder{
 		name:      name,
 		svc:       svc,
 		cfg:       cfg,
 		opts:      opts,
+		sources:   sources,
 		endpoints: collectEndpoints(epSlices, cfg),
 		nodePorts: NodePortAddrs(node, cfg),
 		zone:      nodeZone(node),
@@ -151,7 +157,11 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 	for _, p := range ports {
 		b.addPort(p)
 	}
-	return b.result()
+	res := b.result()
+	if sourcesErr != nil {
+		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, sourcesErr))
+	}
+	return res
 }
 
 // skipReason says why a Service is deliberately not proxied, or "".
@@ -197,6 +207,7 @@ type builder struct {
 	svc       *corev1.Service
 	cfg       Config
 	opts      vsOptions
+	sources   sourceFilter
 	endpoints endpointIndex
 	nodePorts []netip.Addr
 	zone      string
