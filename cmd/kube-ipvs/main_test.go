@@ -27,6 +27,9 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"agent", "--iptables-backend", "bpf"}, []string{"--iptables-backend", `"bpf"`}},
 		{[]string{"agent", "stray"}, []string{`unexpected argument "stray"`}},
 		{[]string{"cleanup", "--nodeport-range", "3-1"}, []string{"nodeport-range", "FIRST-LAST"}},
+		{[]string{"agent", "--nodeport-range", "30000-32767xyz"}, []string{"nodeport-range", `"30000-32767xyz"`}},
+		{[]string{"agent", "--cluster-cidr", "10.244.0.0/16xyz"}, []string{"cluster-cidr", `"10.244.0.0/16xyz"`}},
+		{[]string{"agent", "--debug-address", "127.0.0.1:10247xyz"}, []string{"--debug-address", `"127.0.0.1:10247xyz"`}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
