@@ -35,8 +35,9 @@ const (
 // documents per file and v1 List objects are allowed) holding Service,
 // EndpointSlice and Node objects, and keeps the Store equal to them.
 //
-// A file that does not parse or holds an invalid object is reported (Log
-// and Problems) and its last good content stays in force; nothing else
+// Only regular files (or symlinks to them) of at most MaxManifestBytes are
+// read. A file that is not one, does not parse or holds an invalid object
+// is reported (Log and Problems) and its last good content stays in force; nothing else
 // changes. A removed file removes its objects. An object defined in two
 // files is taken from the first file by name and reported on the later one.
 // Only objects that really changed reach the Store, so rewriting a file with
@@ -66,8 +67,9 @@ type Manifests struct {
 // files and not report the same problem on every rescan) and the last
 // content that was good.
 type fileState struct {
-	raw  []byte
-	good []object
+	raw     []byte
+	good    []object
+	readErr string // the last read error reported, "" when the last read worked
 }
 
 // Load reads the whole folder once, applies it to the Store and marks the
@@ -204,6 +206,8 @@ func listManifests(dir string) ([]string, error) {
 			continue
 		}
 		// Follow symlinks (a mounted ConfigMap links every key into ..data).
+		// Other non-regular files are listed, so that reading them reports
+		// them and their last good content stays.
 		info, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || info.IsDir() {
 			continue
@@ -231,14 +235,21 @@ func (m *Manifests) readFile(name string, full bool) []Problem {
 		st = &fileState{}
 		m.files[name] = st
 	}
-	data, err := os.ReadFile(path)
+	data, err := readManifest(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		delete(m.files, name) // gone since the listing: removed
 		return nil
 	}
 	if err != nil {
+		// Reported once, not on every rescan, like a file that does not parse.
+		repeat := !full && st.readErr == err.Error()
+		st.readErr = err.Error()
+		if repeat {
+			return nil
+		}
 		return []Problem{{File: path, Err: fmt.Errorf("read: %w", err)}}
 	}
+	st.readErr = ""
 	if !full && st.raw != nil && bytes.Equal(st.raw, data) {
 		return nil
 	}
