@@ -31,7 +31,7 @@ func newSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 
 func manifestSource(c config.Config, node string, log *zap.Logger) *input {
 	store := snapshot.NewStore(source.SourceManifests)
-	m := &source.Manifests{Dir: c.ManifestsDir, NodeName: node, Store: store, Log: log}
+	m := &source.Manifests{Dir: c.ManifestsDir, NodeName: node, Store: store, Log: log, NodePortRange: c.NodePortRange}
 	return &input{
 		store: store,
 		run:   m.Run,

@@ -43,7 +43,7 @@ type object struct {
 // parseFile decodes every document of a manifest file. Any problem rejects
 // the whole file (the caller keeps its last good content), so the objects
 // are returned only when problems is empty.
-func parseFile(path string, data []byte) ([]object, []Problem) {
+func parseFile(path string, data []byte, r rules) ([]object, []Problem) {
 	docs, err := splitDocuments(path, data)
 	if err != nil {
 		return nil, []Problem{{File: path, Err: err}}
@@ -51,7 +51,7 @@ func parseFile(path string, data []byte) ([]object, []Problem) {
 	var objs []object
 	var problems []Problem
 	for i, doc := range docs {
-		got, probs := decodeDocument(path, i+1, doc)
+		got, probs := decodeDocument(path, i+1, doc, r)
 		objs = append(objs, got...)
 		problems = append(problems, probs...)
 	}
@@ -97,7 +97,7 @@ func splitDocuments(path string, data []byte) ([][]byte, error) {
 
 // decodeDocument decodes one document: a Service, EndpointSlice, Node, or a
 // v1 List of them.
-func decodeDocument(path string, doc int, data []byte) ([]object, []Problem) {
+func decodeDocument(path string, doc int, data []byte, r rules) ([]object, []Problem) {
 	js := data
 	if !json.Valid(data) {
 		var err error
@@ -111,7 +111,7 @@ func decodeDocument(path string, doc int, data []byte) ([]object, []Problem) {
 	}
 	list, ok := obj.(*corev1.List)
 	if !ok {
-		o, err := prepare(obj)
+		o, err := prepare(obj, r)
 		if err != nil {
 			return nil, []Problem{{File: path, Doc: doc, Object: describe(obj), Err: err}}
 		}
@@ -121,7 +121,7 @@ func decodeDocument(path string, doc int, data []byte) ([]object, []Problem) {
 	var objs []object
 	var problems []Problem
 	for i, item := range list.Items {
-		got, probs := decodeDocument(path, doc, item.Raw)
+		got, probs := decodeDocument(path, doc, item.Raw, r)
 		for j := range probs {
 			if probs[j].Object == "" {
 				probs[j].Object = fmt.Sprintf("List item %d", i)
@@ -134,17 +134,17 @@ func decodeDocument(path string, doc int, data []byte) ([]object, []Problem) {
 }
 
 // prepare defaults and validates a decoded object and keys it.
-func prepare(obj runtime.Object) (object, error) {
+func prepare(obj runtime.Object, r rules) (object, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
 		defaultService(o)
-		return object{key: keyOf(obj), obj: o}, validateService(o)
+		return object{key: keyOf(obj), obj: o}, r.service(o)
 	case *discoveryv1.EndpointSlice:
 		defaultSlice(o)
-		return object{key: keyOf(obj), obj: o}, validateSlice(o)
+		return object{key: keyOf(obj), obj: o}, r.slice(o)
 	case *corev1.Node:
 		o.Namespace = "" // cluster-scoped
-		return object{key: keyOf(obj), obj: o}, validateNode(o)
+		return object{key: keyOf(obj), obj: o}, r.node(o)
 	}
 	return object{}, fmt.Errorf("kind %s is not used here: want Service, EndpointSlice, Node or List", kindOf(obj))
 }

@@ -1,6 +1,10 @@
 package source
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
 
 // FuzzParseFile: any bytes give either objects or problems, never both and
 // never a panic, and every object is keyed and typed.
@@ -10,7 +14,7 @@ func FuzzParseFile(f *testing.F) {
 		f.Add("f.json", []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		objs, problems := parseFile(name, data)
+		objs, problems := parseFile(name, data, rules{nodePorts: model.PortRange{First: 30000, Last: 32767}})
 		if len(objs) > 0 && len(problems) > 0 {
 			t.Fatalf("both objects and problems: %v", problems)
 		}

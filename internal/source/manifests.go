@@ -52,6 +52,10 @@ type Manifests struct {
 	Store    *snapshot.Store
 	Log      *zap.Logger
 	Problems func(p Problem) // optional; called for every problem reported
+	// NodePortRange is the agent's --nodeport-range: a nodePort or
+	// healthCheckNodePort outside it is refused, as the API server's
+	// allocator would. Zero: any port 1-65535.
+	NodePortRange model.PortRange
 
 	Rescan   time.Duration // safety-net full rescan while running; 0: DefaultRescan
 	Debounce time.Duration // quiet time after a change before reading; 0: DefaultDebounce
@@ -254,7 +258,7 @@ func (m *Manifests) readFile(name string, full bool) []Problem {
 		return nil
 	}
 	st.raw = data
-	objs, problems := parseFile(path, data)
+	objs, problems := parseFile(path, data, rules{nodePorts: m.NodePortRange})
 	if len(problems) == 0 {
 		st.good = objs
 	}
@@ -369,7 +373,7 @@ func (m *Manifests) applyNode(desired map[objKey]placed) {
 
 func (m *Manifests) report(p Problem) {
 	m.log().Error("manifest problem", zap.String("file", p.File), zap.Int("doc", p.Doc),
-		zap.String("object", p.Object), zap.Error(p.Err))
+		zap.String("object", cut(p.Object)), zap.Error(p.Err))
 	if m.Problems != nil {
 		m.Problems(p)
 	}

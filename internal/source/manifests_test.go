@@ -174,9 +174,10 @@ func TestManifestsLoad(t *testing.T) {
 			"  ports: [{port: 80, protocol: ICMP, nodePort: 70000}]\n"},
 		dump: []string{"default/s"},
 		want: "default/s no-service\nnode none",
-		problems: []string{"s.yaml: document 1 (Service default/s): spec.clusterIPs[1]: a second IPv4 address; " +
+		problems: []string{"s.yaml: document 1 (Service default/s): spec.clusterIPs[1]: a second IPv4 address; spec.ipFamilies[1]: duplicate IPv4; " +
 			"spec.externalIPs[0]: not an IP address: \"nope\"; spec.ports[0].protocol: must be TCP, UDP or SCTP, got \"ICMP\"; " +
-			"spec.ports[0].nodePort: must be 0-65535, got 70000; spec.sessionAffinity: must be None or ClientIP, got \"Sticky\""},
+			"spec.ports[0].nodePort: may not be used when type is ClusterIP; spec.ports[0].nodePort: must be 1-65535, got 70000; " +
+			"spec.sessionAffinity: must be None or ClientIP, got \"Sticky\""},
 	}, {
 		name: "EndpointSlice checks",
 		files: map[string]string{"e.yaml": "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: e}\n" +

@@ -18,9 +18,19 @@ func (p Problem) Error() string {
 		s += fmt.Sprintf(": document %d", p.Doc)
 	}
 	if p.Object != "" {
-		s += " (" + p.Object + ")"
+		s += " (" + cut(p.Object) + ")"
 	}
 	return s + ": " + p.Err.Error()
 }
 
 func (p Problem) Unwrap() error { return p.Err }
+
+// cut shortens a name for a message: an object may be named with a
+// megabyte, which the validation refuses but the report must not repeat.
+func cut(s string) string {
+	const max = 128
+	if len(s) <= max {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:max], len(s))
+}

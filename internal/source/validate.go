@@ -1,7 +1,6 @@
 package source
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -10,12 +9,32 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // The API server defaults and validates objects before informers see them;
-// a manifest folder has no API server, so this file does the part of that
-// work the translator relies on. Only what matters to a load balancer is
-// checked: a mistake elsewhere (a bad selector) cannot hurt us.
+// a manifest folder has no API server, so this package does that work
+// itself, with the API server's rules (k8s.io/kubernetes pkg/apis/core and
+// pkg/apis/discovery validation, and the NodePort allocator's range) for
+// every field the agent reads, so that --manifests accepts nothing a
+// cluster would refuse: no zoned, loopback or link-local VIP, no duplicate
+// port, no health-check port outside the NodePort range, no megabyte name.
+// Fields the agent never reads (a selector's semantics, finalizers) get
+// the API server's generic metadata checks only.
+
+// rules are the checks that depend on the agent's configuration.
+type rules struct {
+	// nodePorts is the NodePort range: the API server allocates nodePort
+	// and healthCheckNodePort from it and refuses a port outside it. Zero:
+	// unknown, any port 1-65535.
+	nodePorts model.PortRange
+}
+
+// maxFieldErrors caps the reasons one object reports: a slice of 1000 bad
+// endpoints is one problem, not a thousand-line log entry.
+const maxFieldErrors = 10
 
 // fieldErrors collects "path: reason" lines and reports them as one error.
 type fieldErrors []string
@@ -24,11 +43,115 @@ func (e *fieldErrors) add(path, format string, args ...any) {
 	*e = append(*e, path+": "+fmt.Sprintf(format, args...))
 }
 
+// addMsgs adds the messages of an apimachinery IsXxx check.
+func (e *fieldErrors) addMsgs(path string, msgs []string) {
+	for _, m := range msgs {
+		e.add(path, "%s", m)
+	}
+}
+
+// addList adds an apimachinery field.ErrorList. The bad value is left out:
+// it may be a megabyte long, and the path already says where it is.
+func (e *fieldErrors) addList(list field.ErrorList) {
+	for _, fe := range list {
+		if fe.Detail != "" {
+			e.add(fe.Field, "%s: %s", fe.Type, fe.Detail)
+		} else {
+			e.add(fe.Field, "%s", fe.Type)
+		}
+	}
+}
+
 func (e fieldErrors) err() error {
 	if len(e) == 0 {
 		return nil
 	}
-	return errors.New(strings.Join(e, "; "))
+	shown := e
+	if len(shown) > maxFieldErrors {
+		shown = shown[:maxFieldErrors]
+	}
+	msg := strings.Join(shown, "; ")
+	if more := len(e) - len(shown); more > 0 {
+		msg += fmt.Sprintf("; and %d more", more)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// short quotes a value for a message, cut to a readable length.
+func short(s string) string { return fmt.Sprintf("%q", cut(s)) }
+
+// parseIP reads an address as the API server's strict IP validation does:
+// no leading zeros (netip refuses them), no zone ("fe80::1%eth0" names an
+// interface, not an address the API can hold), no IPv4-mapped IPv6.
+func parseIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("not an IP address: %s", short(s))
+	case a.Zone() != "":
+		return netip.Addr{}, fmt.Errorf("%s has a zone: a Service address may not name an interface", short(s))
+	case a.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%s is an IPv4-mapped IPv6 address: write the IPv4 address", short(s))
+	}
+	return a, nil
+}
+
+// checkCIDR reads a range as the API server's strict CIDR validation does:
+// no leading zeros, no IPv4-mapped IPv6, no bits set past the prefix.
+func checkCIDR(s string) error {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a CIDR: %s", short(s))
+	case p.Addr().Is4In6():
+		return fmt.Errorf("%s has an IPv4-mapped IPv6 address: write the IPv4 range", short(s))
+	case p != p.Masked():
+		return fmt.Errorf("%s has bits set past the prefix length: write %s", short(s), p.Masked())
+	}
+	return nil
+}
+
+// checkServable refuses an address no Service traffic can use, as a VIP
+// or as an endpoint: the API server refuses unspecified, loopback,
+// link-local and link-local multicast external IPs and endpoint addresses
+// (ValidateEndpointIP). All multicast is refused here, for ClusterIPs and
+// load-balancer IPs too: IPVS cannot balance a group address, and binding
+// such an address on the node would break the node, not serve a Service.
+func checkServable(a netip.Addr) error {
+	switch {
+	case a.IsUnspecified():
+		return fmt.Errorf("%s may not be unspecified", a)
+	case a.IsLoopback():
+		return fmt.Errorf("%s may not be in the loopback range (127.0.0.0/8, ::1/128)", a)
+	case a.IsLinkLocalUnicast():
+		return fmt.Errorf("%s may not be in the link-local range (169.254.0.0/16, fe80::/10)", a)
+	case a.IsMulticast():
+		return fmt.Errorf("%s may not be multicast (224.0.0.0/4, ff00::/8)", a)
+	}
+	return nil
+}
+
+// parseServable is parseIP then checkServable.
+func parseServable(s string) (netip.Addr, error) {
+	a, err := parseIP(s)
+	if err != nil {
+		return a, err
+	}
+	return a, checkServable(a)
+}
+
+func checkProtocol(path string, p corev1.Protocol, errs *fieldErrors) {
+	switch p {
+	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
+	default:
+		errs.add(path, "must be TCP, UDP or SCTP, got %s", short(string(p)))
+	}
+}
+
+func checkPortNum(path string, p int32, errs *fieldErrors) {
+	if p < 1 || p > 65535 {
+		errs.add(path, "must be 1-65535, got %d", p)
+	}
 }
 
 func defaultService(s *corev1.Service) {
@@ -81,9 +204,21 @@ func defaultService(s *corev1.Service) {
 		p := corev1.ServiceInternalTrafficPolicyCluster
 		sp.InternalTrafficPolicy = &p
 	}
-	if sp.ExternalTrafficPolicy == "" && (sp.Type == corev1.ServiceTypeNodePort || sp.Type == corev1.ServiceTypeLoadBalancer) {
+	if sp.ExternalTrafficPolicy == "" && externallyAccessible(s) {
 		sp.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	}
+}
+
+// externallyAccessible is the API server's test for a Service that
+// externalTrafficPolicy applies to.
+func externallyAccessible(s *corev1.Service) bool {
+	switch s.Spec.Type {
+	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		return true
+	case corev1.ServiceTypeClusterIP:
+		return len(s.Spec.ExternalIPs) > 0
+	}
+	return false
 }
 
 func familyOf(a netip.Addr) corev1.IPFamily {
@@ -91,120 +226,6 @@ func familyOf(a netip.Addr) corev1.IPFamily {
 		return corev1.IPv4Protocol
 	}
 	return corev1.IPv6Protocol
-}
-
-func validateService(s *corev1.Service) error {
-	var errs fieldErrors
-	if s.Name == "" {
-		errs.add("metadata.name", "required")
-	}
-	sp := &s.Spec
-	switch sp.Type {
-	case corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeExternalName:
-	default:
-		errs.add("spec.type", "unknown type %q", sp.Type)
-	}
-	validateClusterIPs(sp, &errs)
-	for i, ip := range sp.ExternalIPs {
-		if _, err := netip.ParseAddr(ip); err != nil {
-			errs.add(fmt.Sprintf("spec.externalIPs[%d]", i), "not an IP address: %q", ip)
-		}
-	}
-	for i, r := range sp.LoadBalancerSourceRanges {
-		if _, err := netip.ParsePrefix(strings.TrimSpace(r)); err != nil {
-			errs.add(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "not a CIDR: %q", r)
-		}
-	}
-	for i, in := range s.Status.LoadBalancer.Ingress {
-		if _, err := netip.ParseAddr(in.IP); in.IP != "" && err != nil {
-			errs.add(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "not an IP address: %q", in.IP)
-		}
-	}
-	validateServicePorts(sp.Ports, &errs)
-	switch sp.SessionAffinity {
-	case corev1.ServiceAffinityNone:
-	case corev1.ServiceAffinityClientIP:
-		if t := *sp.SessionAffinityConfig.ClientIP.TimeoutSeconds; t < 1 || t > 86400 {
-			errs.add("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "must be 1-86400, got %d", t)
-		}
-	default:
-		errs.add("spec.sessionAffinity", "must be None or ClientIP, got %q", sp.SessionAffinity)
-	}
-	switch sp.ExternalTrafficPolicy {
-	case "", corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal:
-	default:
-		errs.add("spec.externalTrafficPolicy", "must be Cluster or Local, got %q", sp.ExternalTrafficPolicy)
-	}
-	switch *sp.InternalTrafficPolicy {
-	case corev1.ServiceInternalTrafficPolicyCluster, corev1.ServiceInternalTrafficPolicyLocal:
-	default:
-		errs.add("spec.internalTrafficPolicy", "must be Cluster or Local, got %q", *sp.InternalTrafficPolicy)
-	}
-	return errs.err()
-}
-
-func validateClusterIPs(sp *corev1.ServiceSpec, errs *fieldErrors) {
-	if len(sp.ClusterIPs) > 0 && sp.ClusterIP != sp.ClusterIPs[0] {
-		errs.add("spec.clusterIP", "must equal spec.clusterIPs[0] (%q), got %q", sp.ClusterIPs[0], sp.ClusterIP)
-	}
-	if len(sp.ClusterIPs) > 2 {
-		errs.add("spec.clusterIPs", "at most one address per family, got %d", len(sp.ClusterIPs))
-	}
-	var families []corev1.IPFamily
-	for i, ip := range sp.ClusterIPs {
-		if ip == corev1.ClusterIPNone {
-			if len(sp.ClusterIPs) > 1 {
-				errs.add(fmt.Sprintf("spec.clusterIPs[%d]", i), "None must be the only entry")
-			}
-			continue
-		}
-		a, err := netip.ParseAddr(ip)
-		if err != nil {
-			errs.add(fmt.Sprintf("spec.clusterIPs[%d]", i), "not an IP address or None: %q", ip)
-			continue
-		}
-		for _, f := range families {
-			if f == familyOf(a) {
-				errs.add(fmt.Sprintf("spec.clusterIPs[%d]", i), "a second %s address", f)
-			}
-		}
-		families = append(families, familyOf(a))
-	}
-}
-
-func validateServicePorts(ports []corev1.ServicePort, errs *fieldErrors) {
-	names := map[string]bool{}
-	for i, p := range ports {
-		path := fmt.Sprintf("spec.ports[%d]", i)
-		if len(ports) > 1 && p.Name == "" {
-			errs.add(path+".name", "required when there is more than one port")
-		}
-		if names[p.Name] && p.Name != "" {
-			errs.add(path+".name", "duplicate %q", p.Name)
-		}
-		names[p.Name] = true
-		checkProtocol(path+".protocol", p.Protocol, errs)
-		if p.Port < 1 || p.Port > 65535 {
-			errs.add(path+".port", "must be 1-65535, got %d", p.Port)
-		}
-		if p.NodePort < 0 || p.NodePort > 65535 {
-			errs.add(path+".nodePort", "must be 0-65535, got %d", p.NodePort)
-		}
-		switch {
-		case p.TargetPort.Type == intstr.String && p.TargetPort.StrVal == "":
-			errs.add(path+".targetPort", "empty name")
-		case p.TargetPort.Type == intstr.Int && (p.TargetPort.IntVal < 1 || p.TargetPort.IntVal > 65535):
-			errs.add(path+".targetPort", "must be 1-65535, got %d", p.TargetPort.IntVal)
-		}
-	}
-}
-
-func checkProtocol(path string, p corev1.Protocol, errs *fieldErrors) {
-	switch p {
-	case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
-	default:
-		errs.add(path, "must be TCP, UDP or SCTP, got %q", p)
-	}
 }
 
 func defaultSlice(s *discoveryv1.EndpointSlice) {
@@ -217,81 +238,4 @@ func defaultSlice(s *discoveryv1.EndpointSlice) {
 			s.Ports[i].Protocol = &tcp
 		}
 	}
-}
-
-func validateSlice(s *discoveryv1.EndpointSlice) error {
-	var errs fieldErrors
-	if s.Name == "" {
-		errs.add("metadata.name", "required")
-	}
-	if s.Labels[discoveryv1.LabelServiceName] == "" {
-		errs.add("metadata.labels", "%s is required: it names the Service", discoveryv1.LabelServiceName)
-	}
-	switch s.AddressType {
-	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN:
-	default:
-		errs.add("addressType", "must be IPv4, IPv6 or FQDN, got %q", s.AddressType)
-	}
-	for i, ep := range s.Endpoints {
-		path := fmt.Sprintf("endpoints[%d].addresses", i)
-		if len(ep.Addresses) == 0 {
-			errs.add(path, "at least one address is required")
-		}
-		for j, addr := range ep.Addresses {
-			if err := checkAddress(s.AddressType, addr); err != nil {
-				errs.add(fmt.Sprintf("%s[%d]", path, j), "%v", err)
-			}
-		}
-	}
-	names := map[string]bool{}
-	for i, p := range s.Ports {
-		path := fmt.Sprintf("ports[%d]", i)
-		name := ""
-		if p.Name != nil {
-			name = *p.Name
-		}
-		if names[name] {
-			errs.add(path+".name", "duplicate %q", name)
-		}
-		names[name] = true
-		checkProtocol(path+".protocol", *p.Protocol, &errs)
-		// A nil port means "all ports"; a set one must be real.
-		if p.Port != nil && (*p.Port < 1 || *p.Port > 65535) {
-			errs.add(path+".port", "must be 1-65535, got %d", *p.Port)
-		}
-	}
-	return errs.err()
-}
-
-func checkAddress(t discoveryv1.AddressType, addr string) error {
-	if t == discoveryv1.AddressTypeFQDN {
-		if addr == "" {
-			return errors.New("empty name")
-		}
-		return nil
-	}
-	a, err := netip.ParseAddr(addr)
-	if err != nil || a.Zone() != "" {
-		return fmt.Errorf("not an IP address: %q", addr)
-	}
-	if (t == discoveryv1.AddressTypeIPv4) != a.Is4() {
-		return fmt.Errorf("%q is not an %s address", addr, t)
-	}
-	return nil
-}
-
-func validateNode(n *corev1.Node) error {
-	var errs fieldErrors
-	if n.Name == "" {
-		errs.add("metadata.name", "required")
-	}
-	for i, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if _, err := netip.ParseAddr(a.Address); err != nil {
-			errs.add(fmt.Sprintf("status.addresses[%d].address", i), "not an IP address: %q", a.Address)
-		}
-	}
-	return errs.err()
 }
