@@ -1,0 +1,207 @@
+package source
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// fuzzNodePorts is the NodePort range the fuzzed validation enforces.
+var fuzzNodePorts = model.PortRange{First: 30000, Last: 32767}
+
+// fuzzSpec builds a Service and its EndpointSlice from fuzzed fields; the
+// addresses and ranges are comma lists, so one input can hold several.
+type fuzzSpec struct {
+	typ                        uint8
+	clusterIPs, externalIPs    string
+	ingress, sourceRanges      string
+	port, nodePort, hcNodePort int32
+	proto, etp                 uint8
+	addrType                   uint8
+	addrs                      string
+	epPort                     int32
+}
+
+func list(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func (f fuzzSpec) objects() (*corev1.Service, *discoveryv1.EndpointSlice) {
+	types := []corev1.ServiceType{corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer}
+	protos := []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
+	policies := []corev1.ServiceExternalTrafficPolicy{"", corev1.ServiceExternalTrafficPolicyCluster, corev1.ServiceExternalTrafficPolicyLocal}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:                     types[int(f.typ)%len(types)],
+			ClusterIPs:               list(f.clusterIPs),
+			ExternalIPs:              list(f.externalIPs),
+			LoadBalancerSourceRanges: list(f.sourceRanges),
+			ExternalTrafficPolicy:    policies[int(f.etp)%len(policies)],
+			HealthCheckNodePort:      f.hcNodePort,
+			Ports:                    []corev1.ServicePort{{Name: "p", Port: f.port, NodePort: f.nodePort, Protocol: protos[int(f.proto)%len(protos)]}},
+		},
+	}
+	for _, ip := range list(f.ingress) {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	addrTypes := []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}
+	name, proto := "p", protos[int(f.proto)%len(protos)]
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: addrTypes[int(f.addrType)%len(addrTypes)],
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &f.epPort, Protocol: &proto}},
+	}
+	for _, a := range list(f.addrs) {
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}})
+	}
+	return svc, sl
+}
+
+// fuzzSeeds: two valid Services with endpoints, then hostile ones.
+var fuzzSeeds = []fuzzSpec{
+	{typ: 0, clusterIPs: "10.96.0.10", port: 80, addrs: "10.244.1.2,10.244.2.2", epPort: 8080},
+	{typ: 2, clusterIPs: "10.96.0.10,fd00:96::10", externalIPs: "192.0.2.30", ingress: "192.0.2.10,2001:db8::10",
+		sourceRanges: "198.51.100.0/24,0.0.0.0/0", port: 80, nodePort: 30080, hcNodePort: 32000, etp: 2, addrs: "10.244.1.2", epPort: 8080},
+	{typ: 2, clusterIPs: "127.0.0.1", ingress: "fe80::1%eth0", sourceRanges: "::/0", port: 80, nodePort: 22, hcNodePort: 22, etp: 2, addrs: "127.0.0.1", epPort: 8080},
+	{typ: 1, clusterIPs: "10.96.0.10", externalIPs: "0.0.0.0,224.0.0.1,169.254.1.1", port: 53, proto: 1, nodePort: 30053, addrType: 1, addrs: "fe80::2,::1,fd00::2", epPort: 53},
+	{typ: 0, clusterIPs: "010.96.0.10", externalIPs: "::ffff:192.0.2.1", port: 80, addrs: "10.244.1.2%eth0", epPort: 0},
+}
+
+// FuzzValidateTranslate: whatever validation accepts, translation does not
+// panic and programs nothing validation would refuse: every VIP and real
+// server is an address traffic can use, every frontend comes from the
+// Service (or is a node address on a NodePort in the range), every bound
+// VIP has its virtual server, and no allow-all range becomes a set member.
+func FuzzValidateTranslate(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s.typ, s.clusterIPs, s.externalIPs, s.ingress, s.sourceRanges, s.port, s.nodePort, s.hcNodePort, s.proto, s.etp, s.addrType, s.addrs, s.epPort)
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, clusterIPs, externalIPs, ingress, sourceRanges string,
+		port, nodePort, hcNodePort int32, proto, etp, addrType uint8, addrs string, epPort int32) {
+		fuzzSpec{typ, clusterIPs, externalIPs, ingress, sourceRanges, port, nodePort, hcNodePort, proto, etp, addrType, addrs, epPort}.check(t)
+	})
+}
+
+var (
+	fuzzNode = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "192.168.1.10"}, {Type: corev1.NodeInternalIP, Address: "fd00:1::10"},
+	}}}
+	fuzzConfig = translate.Config{NodeName: "n1", Scheduler: model.SchedRR, NodePortAddresses: []string{translate.NodePortPrimary},
+		Families: model.Families{IPv4: true, IPv6: true}, DrainTimeout: time.Minute}
+)
+
+// check validates the spec's objects and, when the Service passes,
+// translates them and checks the result. It tells whether the Service
+// passed, and how many real servers the translation has.
+func (f fuzzSpec) check(t *testing.T) (valid bool, reals int) {
+	t.Helper()
+	r := rules{nodePorts: fuzzNodePorts}
+	svc, sl := f.objects()
+	defaultService(svc)
+	defaultSlice(sl)
+	if r.service(svc) != nil {
+		return false, 0
+	}
+	var slices []*discoveryv1.EndpointSlice
+	if r.slice(sl) == nil {
+		slices = append(slices, sl)
+	}
+	res := translate.Service(svc, slices, fuzzNode, fuzzConfig)
+	checkTranslation(t, svc, fuzzNode, res)
+	for _, s := range res.Services {
+		reals += len(s.Reals)
+	}
+	return true, reals
+}
+
+// checkTranslation checks a validated Service's translation.
+func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res translate.Result) {
+	t.Helper()
+	if res.Err != nil {
+		if len(res.Services) > 0 {
+			t.Fatalf("an error and virtual servers: %v", res.Err)
+		}
+		return
+	}
+	if len(res.Warnings) > 0 {
+		t.Fatalf("a validated Service warns: %v", res.Warnings)
+	}
+	listed := map[netip.Addr]bool{}
+	for _, s := range append(append(svc.Spec.ClusterIPs, svc.Spec.ExternalIPs...), ingressIPs(svc)...) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			listed[a] = true
+		}
+	}
+	nodeAddrs := map[netip.Addr]bool{}
+	for _, a := range node.Status.Addresses {
+		nodeAddrs[netip.MustParseAddr(a.Address)] = true
+	}
+	vss := map[netip.Addr]bool{}
+	for _, s := range res.Services {
+		a := s.Key.Addr
+		vss[a] = true
+		kind := res.Meta[s.Key].Kind
+		switch {
+		case kind == translate.KindNodePort && (!nodeAddrs[a] || !fuzzNodePorts.Contains(s.Key.Port)):
+			t.Fatalf("NodePort frontend %s is not a node address on a port of %s", s.Key, fuzzNodePorts)
+		case kind != translate.KindNodePort && !listed[a]:
+			t.Fatalf("frontend %s (%s) is not one of the Service's addresses", s.Key, kind)
+		}
+		if unusable(a) {
+			t.Fatalf("frontend %s has an address no traffic can use", s.Key)
+		}
+		for rs := range s.Reals {
+			if unusable(rs.Addr()) || rs.Port() == 0 {
+				t.Fatalf("real server %s of %s has an address no traffic can use", rs, s.Key)
+			}
+		}
+	}
+	for _, a := range res.Addrs {
+		if !vss[a] {
+			t.Fatalf("VIP %s is bound without a virtual server", a)
+		}
+	}
+	for _, e := range res.SetEntries {
+		if e.Net.IsValid() && e.Net.Bits() == 0 {
+			t.Fatalf("allow-all range as a set member: %s", e)
+		}
+	}
+}
+
+// unusable is the oracle for addresses validation must keep out, written
+// apart from validation's own check so that a fault there shows here.
+func unusable(a netip.Addr) bool {
+	return a.Zone() != "" || a.Is4In6() || a.IsUnspecified() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast()
+}
+
+func ingressIPs(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		out = append(out, in.IP)
+	}
+	return out
+}
+
+// TestFuzzSeeds keeps the fuzz test from being vacuous: the valid seeds
+// pass validation and reach translation with real servers, the hostile
+// ones are refused.
+func TestFuzzSeeds(t *testing.T) {
+	for i, s := range fuzzSeeds {
+		valid, reals := s.check(t)
+		if want := i < 2; valid != want || (valid && reals == 0) {
+			t.Errorf("seed %d: valid %v with %d real servers, want valid %v", i, valid, reals, want)
+		}
+	}
+}
