@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // Scenario 7: bad input. A malformed manifest dropped into the folder, a
-// live file broken by an edit, and a Service with an unknown scheduler each
-// leave the running table exactly as it was and are reported in the agent's
-// log; fixing the files applies them.
+// live file broken by an edit, a Service with an unknown scheduler, and a
+// FIFO and a symlink to /dev/zero named like manifests each leave the
+// running table exactly as it was and are reported in the agent's log;
+// fixing the files applies them.
 func TestBadInput(t *testing.T) {
 	s := setup(t)
 	bs := s.startBackends(t, "bad", 7, 2)
@@ -18,13 +22,13 @@ func TestBadInput(t *testing.T) {
 	fixed := tcpService("broken", "10.96.7.2", bs[1:]) // what broken.yaml becomes
 	s.cleanupService(t, fixed)
 
-	// unchanged applies a bad file and requires the agent to report it and
-	// then run a full sync that changes nothing.
-	unchanged := func(t *testing.T, file, content string, reported func(logEntry) bool) {
+	// unchangedAfter makes a bad file and requires the agent to report it
+	// and then run a full sync that changes nothing; unchanged writes one.
+	unchangedAfter := func(t *testing.T, file string, change func(), reported func(logEntry) bool) {
 		t.Helper()
 		before := saveTable(t)
 		mark := s.agent.mark()
-		s.writeFile(t, file, content)
+		change()
 		e, next, err := s.agent.waitLogAt(mark, settle, reported)
 		if err != nil {
 			t.Fatalf("the agent did not report the bad %s: %v", file, err)
@@ -45,6 +49,10 @@ func TestBadInput(t *testing.T) {
 		if name, err := s.client.ask("", live.target(), 3*time.Second); err != nil || name != bs[0].name {
 			t.Errorf("%s after the bad %s: answered by %q, %v; want %s", live.target(), file, name, err, bs[0].name)
 		}
+	}
+	unchanged := func(t *testing.T, file, content string, reported func(logEntry) bool) {
+		t.Helper()
+		unchangedAfter(t, file, func() { s.writeFile(t, file, content) }, reported)
 	}
 	problemIn := func(file string) func(logEntry) bool {
 		return func(e logEntry) bool {
@@ -69,6 +77,28 @@ func TestBadInput(t *testing.T) {
 		unchanged(t, live.file(), bad.yaml(), func(e logEntry) bool {
 			return e.msg() == "service not applied" && strings.Contains(e.str("service"), live.name)
 		})
+	})
+
+	// A FIFO or a symlink to /dev/zero named like a manifest would hang
+	// the loader or fill its memory: they are reported and left unread.
+	t.Run("FIFO named like a manifest", func(t *testing.T) {
+		path := filepath.Join(s.dir, "fifo.yaml")
+		t.Cleanup(func() { os.Remove(path) })
+		unchangedAfter(t, "fifo.yaml", func() {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, problemIn("fifo.yaml"))
+	})
+
+	t.Run("symlink to /dev/zero named like a manifest", func(t *testing.T) {
+		path := filepath.Join(s.dir, "zero.yaml")
+		t.Cleanup(func() { os.Remove(path) })
+		unchangedAfter(t, "zero.yaml", func() {
+			if err := os.Symlink("/dev/zero", path); err != nil {
+				t.Fatal(err)
+			}
+		}, problemIn("zero.yaml"))
 	})
 
 	t.Run("fixing the files applies them", func(t *testing.T) {

@@ -8,6 +8,7 @@
 #   - an outside client reaches a NodePort: Cluster policy masqueraded,
 #     Local policy keeps the client's address; health-check ports 200/503;
 #   - loadBalancerSourceRanges: an allowed client is served, another dropped;
+#     0.0.0.0/0 lets every client in and leaves no firewall member;
 #   - a Service without endpoints is refused at once (TCP reset);
 #   - a host socket (sshd-like, 0.0.0.0:22) is refused through a ClusterIP
 #     and an external IP while their Service ports serve; health-check
@@ -122,6 +123,11 @@ case "$rc $out" in
 *) bad "blocked client: rc=$rc $out" ;;
 esac
 
+out=$(in_ns blocked probe -tcp 192.0.2.11:80 -n 3 -timeout 2s); rc=$?
+[ "$rc" = 0 ] && ok "allow-all source range: 203.0.113.2 served ($(echo "$out" | tail -n 1))" || bad "allow-all range, client: $out"
+m=$( (ipset list KUBE-IPVS-LB-FW; ipset list KUBE-IPVS-LB-SOURCE-CIDR) | grep -E '^192\.0\.2\.11,'; ipset list | grep -E '/0$')
+[ -z "$m" ] && ok "allow-all source range: no firewall or /0 member" || bad "allow-all range left members: $m"
+
 t0=$(date +%s)
 out=$(in_ns ext probe -tcp 10.96.0.200:80 -n 3 -timeout 3s); rc=$?
 dt=$(($(date +%s) - t0))
@@ -157,6 +163,8 @@ case "$out" in
 esac
 
 sleep 5 # at least two resyncs (--sync-period 2s)
+n=$(grep -c 'sync failed' /tmp/agent.log)
+[ "$n" = 0 ] && ok "no sync failed" || bad "$n syncs failed: $(grep 'sync failed' /tmp/agent.log | tail -n 1)"
 n=$(grep -c 'iptables rules written' /tmp/agent.log)
 [ "$n" = 2 ] && ok "rules written once per family (2), not again on resyncs every 2s" \
   || bad "rules written $n times (want 2: IPv4 and IPv6)"
