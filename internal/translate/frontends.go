@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,8 +22,8 @@ func frontends(svc *corev1.Service, p servicePort, nodeAddrs []netip.Addr, cfg C
 	add := func(kind FrontendKind, addrs []string, port uint16) {
 		for _, s := range addrs {
 			a, err := netip.ParseAddr(s)
-			if err != nil || !cfg.Families.Has(a) {
-				continue // the API server validates these; a bad one cannot be served
+			if err != nil || unservable(a) != "" || !cfg.Families.Has(a) {
+				continue // reported by badVIPs
 			}
 			out = append(out, frontend{kind: kind, addr: a.Unmap(), port: port})
 		}
@@ -69,4 +70,54 @@ func ingressIPs(svc *corev1.Service) []string {
 // hasNodePort tells whether the Service type opens node ports.
 func hasNodePort(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// unservable says why an address cannot be a VIP, "" when it can. Binding
+// a loopback address on the agent's link and serving it would capture the
+// node's own local traffic (127.0.0.1:10250 is the kubelet); unspecified,
+// link-local, multicast and zoned addresses name no single host IPVS can
+// serve. The API server refuses most of these in a Service's spec, but not
+// in status.loadBalancer.ingress, and objects older than its strict rules
+// may still hold them: the node must not trust them.
+func unservable(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.Zone() != "":
+		return "has a zone"
+	case a.IsUnspecified():
+		return "is unspecified"
+	case a.IsLoopback():
+		return "is a loopback address"
+	case a.IsLinkLocalUnicast():
+		return "is link-local"
+	case a.IsMulticast():
+		return "is multicast"
+	}
+	return ""
+}
+
+// badVIPs reports the Service's addresses that are not served because
+// they cannot be VIPs, or do not parse.
+func badVIPs(svc *corev1.Service) []error {
+	var errs []error
+	check := func(field string, addrs []string) {
+		for i, s := range addrs {
+			a, err := netip.ParseAddr(s)
+			why := unservable(a)
+			if err != nil {
+				why = "is not an IP address"
+			}
+			if why != "" {
+				errs = append(errs, fmt.Errorf("%s[%d] %q %s: not served", field, i, s, why))
+			}
+		}
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		check("spec.clusterIPs", clusterIPs(svc))
+	}
+	check("spec.externalIPs", svc.Spec.ExternalIPs)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		check("status.loadBalancer.ingress", ingressIPs(svc))
+	}
+	return errs
 }

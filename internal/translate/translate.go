@@ -117,7 +117,8 @@ type Result struct {
 	Err error
 	// Warnings are faults in a Service that is still translated, each
 	// resolved the safe way (an unreadable source range denies every
-	// client); each should reach the user as a Warning Event.
+	// client, a loopback VIP is not served); each should reach the user as
+	// a Warning Event.
 	Warnings []error
 }
 
@@ -160,6 +161,9 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 	res := b.result()
 	if sourcesErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, sourcesErr))
+	}
+	for _, err := range badVIPs(svc) {
+		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, err))
 	}
 	return res
 }
