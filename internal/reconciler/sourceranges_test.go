@@ -16,9 +16,13 @@ func TestBadSourceRangeDeniesAndWarns(t *testing.T) {
 	r.store.SetService(svc)
 	r.sync(false)
 	want := `set KUBE-IPVS-CLUSTER-IP 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 10.96.0.20,tcp:80
+set KUBE-IPVS-FRONTENDS 192.0.2.20,tcp:80
 set KUBE-IPVS-LB-FW 192.0.2.20,tcp:80
 set KUBE-IPVS-NO-ENDPOINTS 10.96.0.20,tcp:80
 set KUBE-IPVS-NO-ENDPOINTS 192.0.2.20,tcp:80
+set KUBE-IPVS-VIPS 10.96.0.20
+set KUBE-IPVS-VIPS 192.0.2.20
 `
 	if got := setLines(r.fake.Dump()); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
@@ -34,10 +38,21 @@ set KUBE-IPVS-NO-ENDPOINTS 192.0.2.20,tcp:80
 	svc.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24", "0.0.0.0/0"}
 	r.store.SetService(svc)
 	r.sync(false)
-	if got := setLines(r.fake.Dump()); strings.Contains(got, "LB-FW") || strings.Contains(got, "LB-SOURCE-CIDR") {
+	if got := firewallLines(r.fake.Dump()); got != "" {
 		t.Fatalf("allow-all still filtered:\n%s", got)
 	}
 	if len(r.warn.warnings) != 1 {
 		t.Fatalf("warnings %q after the fix, want none new", r.warn.warnings)
 	}
+}
+
+// firewallLines are the LB-FW and LB-SOURCE-CIDR members of a dump.
+func firewallLines(dump string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(setLines(dump), "\n") {
+		if strings.Contains(l, "-LB-FW ") || strings.Contains(l, "-LB-SOURCE-CIDR ") {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
