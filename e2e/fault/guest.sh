@@ -21,12 +21,13 @@
 #
 # Known case (issue 9 item 5, "a crash between creating a virtual server and
 # marking it leaves it owned by nobody"): orphans are always counted, listed
-# and printed as "fault-vm: ORPHAN"; with FAULT_ALLOW_KNOWN_ORPHANS=1 they
-# are reported as KNOWN instead of failing the run. Everything else fails.
+# and printed as "fault-vm: ORPHAN"; with FAULT_ALLOW_KNOWN_ORPHANS=1 orphan
+# virtual servers with no VIP and no set member (that case exactly) are
+# reported as KNOWN instead of failing the run. Everything else fails.
 set -u
-N=${FAULT_SERVICES:-1500}
+N=${FAULT_SERVICES:-1000}
 KILLS=${FAULT_KILLS:-5}
-MAXDELAY=${FAULT_MAX_DELAY_MS:-60000}
+MAXDELAY=${FAULT_MAX_DELAY_MS:-40000}
 HOLD=${FAULT_LOCK_HOLD:-40}
 SEED=${FAULT_SEED:-$$}
 M=/tmp/manifests
@@ -145,7 +146,11 @@ while [ $k -lt "$KILLS" ]; do
     usleep 100000
   done
   started=$(since "$t0")
-  delay=$((RANDOM * MAXDELAY / 32768))
+  # The first kill lands early, while virtual servers are being created
+  # (the window of issue 9 item 5); the others anywhere.
+  span=$MAXDELAY
+  [ $k = 1 ] && span=$((MAXDELAY / 6))
+  delay=$((RANDOM * span / 32768))
   usleep $((delay * 1000))
   kill -KILL $pid 2>/dev/null || fail "kill $k: the agent had already exited (see /tmp/agent.kill.log)"
   wait $pid 2>/dev/null
@@ -200,14 +205,19 @@ sed -n 's/.*-> \([0-9.]*\):.*/\1/p' /tmp/want | sort -u >>/tmp/okaddrs
 orph_members=$(awk 'NR == FNR {ok[$1] = 1; next} !($2 in ok)' /tmp/okaddrs /tmp/members | tee /tmp/orphan.members | wc -l)
 echo "fault-vm: kill: $(grep -vc -- '->' /tmp/got) virtual servers, $(grep -c -- '->' /tmp/got) real servers, $(wc -l </tmp/gotvips) VIPs, $(wc -l </tmp/members) set members"
 echo "fault-vm: kill: orphans: $orph_vs table lines, $orph_vips VIPs, $orph_members set members; missing: $miss_vs table lines, $miss_vips VIPs"
-if [ "$orph_vs" -gt 0 ] || [ "$orph_vips" -gt 0 ] || [ "$orph_members" -gt 0 ]; then
-  diff /tmp/want /tmp/got | grep '^+[^+]' | head -20 | sed 's/^+/fault-vm: ORPHAN table: /'
-  diff /tmp/wantvips /tmp/gotvips | grep '^+[^+]' | head -20 | sed 's/^+/fault-vm: ORPHAN VIP: /'
-  head -20 /tmp/orphan.members | sed 's/^/fault-vm: ORPHAN set member: /'
+diff /tmp/want /tmp/got | grep '^+[^+]' | head -40 | sed 's/^+/fault-vm: ORPHAN table: /'
+diff /tmp/wantvips /tmp/gotvips | grep '^+[^+]' | head -20 | sed 's/^+/fault-vm: ORPHAN VIP: /'
+head -20 /tmp/orphan.members | sed 's/^/fault-vm: ORPHAN set member: /'
+# Orphan VIPs and set members are never the known case: each still marks
+# its virtual server as ours, so the agent should have removed it.
+[ "$orph_vips" -eq 0 ] && [ "$orph_members" -eq 0 ] || fail "orphan VIPs or set members after SIGKILLs"
+# Orphan virtual servers with neither (kube-ipvs diff does not see them) are
+# issue 9 item 5: created, then the agent died before marking them.
+if [ "$orph_vs" -gt 0 ]; then
   if [ "${FAULT_ALLOW_KNOWN_ORPHANS:-0}" = 1 ]; then
-    echo "fault-vm: KNOWN (issue 9 item 5): orphans after a crash; not failing because FAULT_ALLOW_KNOWN_ORPHANS=1"
+    echo "fault-vm: KNOWN (issue 9 item 5): $orph_vs table lines owned by nobody after the kills; not failing because FAULT_ALLOW_KNOWN_ORPHANS=1"
   else
-    fail "orphans after SIGKILLs (issue 9 item 5 if the lines above are virtual servers of deleted Services)"
+    fail "$orph_vs table lines owned by nobody after the kills (issue 9 item 5: created, then killed before marked; their Services deleted meanwhile)"
   fi
 fi
 [ "$miss_vs" -eq 0 ] && [ "$miss_vips" -eq 0 ] || {
