@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm fault-vm demo vet fmt clean
+.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm fault-vm cluster-vm-faults demo vet fmt clean
 
 all: build
 
@@ -67,10 +67,16 @@ cluster-vm:
 # emulation. fault-vm: the agent SIGKILLed at random points of a sync of
 # thousands of Services, then converging with zero orphans and the foreign
 # (keepalived-like) state intact; the xtables lock held while the views must
-# keep answering. Kernel-operation failures through the fake are in `unit`
+# keep answering. cluster-vm-faults: API server restarts and etcd compacted
+# past the agent's watches, mid-churn: it relists, converges, and prunes no
+# virtual server of a Service that still exists.
+# Kernel-operation failures through the fake are in `unit`
 # (internal/reconciler/fault_test.go).
 fault-vm:
 	scripts/fault-vm.sh
+
+cluster-vm-faults:
+	KUBE_IPVS_CLUSTER_TEST=TestAgentSurvivesAPIServerFaults scripts/cluster-vm.sh
 
 demo:
 	scripts/demo.sh

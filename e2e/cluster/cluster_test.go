@@ -78,7 +78,11 @@ echo "cluster-vm: guest up"
 ( kube-ipvs agent --kubeconfig /etc/kube-ipvs/agent.kubeconfig --hostname-override ` + nodeName + ` \
     --drain-timeout 0s --log-level info 2>&1; echo "agent exited: $?" ) |
   while IFS= read -r l; do echo "agent| $l"; done &
-prev=
+` + snapshotLoop
+
+// snapshotLoop ends every guest script: it prints the kernel table whenever
+// it changes until the stop virtual server appears.
+const snapshotLoop = `prev=
 while :; do
   cur=$(ipvsadm -Sn 2>&1 | sort | tr '\n' ';')
   if [ "$cur" != "$prev" ]; then
@@ -382,9 +386,15 @@ func checkAgentLog(t *testing.T, lines []string) {
 // returned func waits for it to end.
 func bootVM(ctx context.Context, t *testing.T, e env) (*Console, func() error) {
 	t.Helper()
+	return bootVMWith(ctx, t, e, guestScript)
+}
+
+// bootVMWith is bootVM with another guest script.
+func bootVMWith(ctx context.Context, t *testing.T, e env, guest string) (*Console, func() error) {
+	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "guest.sh")
-	if err := os.WriteFile(script, []byte(guestScript), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(guest), 0o755); err != nil {
 		t.Fatalf("write guest script: %v", err)
 	}
 	port := os.Getenv("KUBE_IPVS_APISERVER_PORT")
