@@ -37,9 +37,11 @@ import (
 // would resume from is gone and its view must be rebuilt from a fresh list:
 // the API server's audit log must show the agent listing again (a list, or
 // client-go's streaming list: a watch with sendInitialEvents). Seen here:
-// the first watch after each restart is refused (403, the new API server's
-// RBAC cache not yet synced) and the reflector relists at once, so the 410
-// itself is not reached; the relist and the compacted store are. The guest prints its table every time it changes; no
+// after a restart the agent's first request is either a watch refused with
+// 403 (the new API server's RBAC cache not yet synced), after which it
+// relists at once, or directly the streaming list (its broken watch already
+// made it relist); either way a 410 itself is not reached, the relist and
+// the compacted store are. The guest prints its table every time it changes; no
 // snapshot may lack a stable virtual server or one of its real servers, and
 // the agent (debug log, filtered to removals) must never remove one.
 
