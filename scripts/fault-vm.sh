@@ -16,9 +16,7 @@
 # FAULT_MAX_DELAY_MS (40000: each kill lands up to this long after the
 # restarted agent first changes the table; the first within a sixth of it,
 # while virtual servers are still being created),
-# FAULT_LOCK_HOLD (40 s), FAULT_SEED (random; printed, to replay a run),
-# FAULT_ALLOW_KNOWN_ORPHANS=1 reports orphans as the known issue 9 item 5
-# instead of failing.
+# FAULT_LOCK_HOLD (40 s), FAULT_SEED (random; printed, to replay a run).
 # KUBE_IPVS_VM_TIMEOUT bounds the VM (1800 s: with the defaults a run took
 # about 10 minutes on a shared 2-core machine under heavy load).
 set -euo pipefail
@@ -45,7 +43,7 @@ for l in iptables-legacy iptables-legacy-save iptables-legacy-restore ip6tables-
 done
 
 envs=()
-for v in FAULT_SERVICES FAULT_KILLS FAULT_MAX_DELAY_MS FAULT_LOCK_HOLD FAULT_SEED FAULT_ALLOW_KNOWN_ORPHANS; do
+for v in FAULT_SERVICES FAULT_KILLS FAULT_MAX_DELAY_MS FAULT_LOCK_HOLD FAULT_SEED; do
   [ -n "${!v:-}" ] && envs+=(--env "$v=${!v}")
 done
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +90,6 @@ type faultRun struct {
 }
 
 func TestFaultsConvergeWithoutOrphans(t *testing.T) {
-	strict := os.Getenv("KUBE_IPVS_STRICT_ORPHANS") == "1"
 	for _, tc := range []struct {
 		name   string
 		rate   float64
@@ -105,7 +103,7 @@ func TestFaultsConvergeWithoutOrphans(t *testing.T) {
 			var known, syncs, failed, crashes int
 			for seed := range uint64(25) {
 				f := &faultRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 9)), rate: tc.rate}
-				known += f.run(tc.crashP, strict)
+				known += f.run(tc.crashP)
 				syncs, failed, crashes = syncs+f.syncs, failed+f.failed, crashes+f.crashes
 			}
 			t.Logf("%s: 25 seeds, %d syncs (%d failed), %d crashes; converged, no foreign loss; %d virtual servers owned by nobody after a crash (issue 9 item 5)",
@@ -117,7 +115,7 @@ func TestFaultsConvergeWithoutOrphans(t *testing.T) {
 // run is 30 rounds of churn and a sync under faults, a last round that
 // deletes a third of the Services for good (so a virtual server a crash
 // left behind has no Service to adopt it again), then convergence.
-func (f *faultRun) run(crashP float64, strict bool) int {
+func (f *faultRun) run(crashP float64) int {
 	f.r = newRig(f.t)
 	f.r.fake.Load(foreignState(f.t))
 	f.r.restart()
@@ -133,7 +131,7 @@ func (f *faultRun) run(crashP float64, strict bool) int {
 		}
 	}
 	f.sync(true, f.rng.Float64() < crashP)
-	return f.converge(strict)
+	return f.converge()
 }
 
 // sync runs one sync with faults on; crash cuts it short at a random kernel
@@ -186,9 +184,10 @@ func (f *faultRun) sync(full, crash bool) {
 }
 
 // converge stops the faults, syncs until nothing is left to do and checks
-// the kernel. It returns the orphans of the known kind (a virtual server a
-// crash left unmarked, issue 9 item 5), which fail the test only when strict.
-func (f *faultRun) converge(strict bool) int {
+// the kernel. It returns how many virtual servers a crash left owned by
+// nobody (issue 9 item 5, which the ownership record fixed): each also
+// fails the test.
+func (f *faultRun) converge() int {
 	t, r := f.t, f.r
 	r.clock.advance(time.Hour) // every drain is over
 	ops := -1
@@ -239,11 +238,7 @@ func (f *faultRun) converge(strict bool) int {
 		slices.Sort(known)
 		msg := fmt.Sprintf("seed %d (%d crashes): %d virtual servers of deleted Services owned by nobody after a crash (issue 9 item 5):\n%s",
 			f.seed, f.crashes, len(known), strings.Join(known, "\n"))
-		if strict {
-			t.Error(msg)
-		} else {
-			t.Log("KNOWN " + msg)
-		}
+		t.Error(msg)
 	}
 	// Beyond orphans the kernel holds exactly what a fresh agent programs.
 	for k := range want.Services {
@@ -328,9 +323,5 @@ func TestCrashBetweenCreateAndMark(t *testing.T) {
 	if got == want {
 		return
 	}
-	msg := fmt.Sprintf("after the crash and the Service's deletion the kernel holds\n%s\nwant only the foreign state\n%s", got, want)
-	if os.Getenv("KUBE_IPVS_STRICT_ORPHANS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip("KNOWN issue 9 item 5 (set KUBE_IPVS_STRICT_ORPHANS=1 to fail): " + msg)
+	t.Fatalf("after the crash and the Service's deletion the kernel holds\n%s\nwant only the foreign state\n%s", got, want)
 }
