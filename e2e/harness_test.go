@@ -183,8 +183,8 @@ func startAgent(dir, logPath string) (*agent, error) {
 	defer f.Close()
 	cmd := exec.Command(agentBin(), "agent",
 		"--manifests", dir, "--hostname-override", nodeName,
-		"--log-format", "json", "--log-level", "debug",
-		"--sync-period", syncPeriod, "--min-sync-period", minSyncPeriod)
+		"--logging-format", "json", "--log-level", "debug",
+		"--ipvs-sync-period", syncPeriod, "--ipvs-min-sync-period", minSyncPeriod)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the agent: %w", err)

@@ -160,7 +160,7 @@ check_agent() { # entrypoint + cmd
   local out rc=0
   mkdir -p "$rootfs/tmp/examples"
   cp "$repo"/examples/*.yaml "$rootfs/tmp/examples/"
-  out=$(in_image "$@" --log-format=json --manifests /tmp/examples --once 2>&1) || rc=$?
+  out=$(in_image "$@" --logging-format=json --manifests /tmp/examples --once 2>&1) || rc=$?
   if [ $rc -eq 0 ]; then
     log "ok: agent --once programmed this kernel's IPVS from the image"
   else
@@ -198,7 +198,7 @@ check_vm() { # entrypoint + cmd
   work=$(mktemp -d)
   # Busybox tar in the guest reads plain GNU tar.
   tar --format=gnu -C "$rootfs" -cf "$work/image.tar" .
-  for word in "$@" --log-format=json --log-level=info --manifests /tmp/examples --hostname-override node-a; do
+  for word in "$@" --logging-format=json --log-level=info --manifests /tmp/examples --hostname-override node-a; do
     agent+=" '$word'"
   done
   cat >"$work/guest.sh" <<GUEST

@@ -68,8 +68,8 @@ ipset create KUBE-CLUSTER-IP hash:ip,port && ipset add KUBE-CLUSTER-IP 10.96.0.1
 iptables -t nat -N KUBE-SERVICES && iptables -t nat -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
 iptables -t nat -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
 
-kube-ipvs agent --manifests /manifests --hostname-override node-a --strict-arp --sync-period 2s \
-  --log-level info >/tmp/agent.log 2>&1 &
+kube-ipvs agent --manifests /manifests --hostname-override node-a --ipvs-strict-arp --ipvs-sync-period 2s \
+  --nodeport-addresses primary --log-level info >/tmp/agent.log 2>&1 &
 agent=$!
 wait_for 60 sh -c 'ipvsadm -Ln | grep -q "192.0.2.10:80"' || die "no virtual server for the LB after 60s"
 wait_for 10 sh -c 'ipset list KUBE-IPVS-LB-SOURCE-CIDR | grep -q 198.51.100.0/24' || die "source range member missing"
@@ -162,7 +162,7 @@ case "$out" in
 *) bad "health check port answered through a VIP: $out" ;;
 esac
 
-sleep 5 # at least two resyncs (--sync-period 2s)
+sleep 5 # at least two resyncs (--ipvs-sync-period 2s)
 n=$(grep -c 'sync failed' /tmp/agent.log)
 [ "$n" = 0 ] && ok "no sync failed" || bad "$n syncs failed: $(grep 'sync failed' /tmp/agent.log | tail -n 1)"
 n=$(grep -c 'iptables rules written' /tmp/agent.log)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -28,19 +27,26 @@ import (
 )
 
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := config.Default()
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	agentFlags(fs, &c)
-	if !parseFlags(fs, args, &c, stderr) {
-		return 2
+	o, code := parseAgent(args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
-	log, err := newLogger(c)
+	log, err := newLogger(o.Config)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	if err := agent(ctx, c, log, stdout); err != nil {
+	o.warn(log)
+	if o.writeConfigTo != "" {
+		if err := o.writeConfig(); err != nil {
+			log.Error("write configuration", zap.Error(err))
+			return 1
+		}
+		log.Info("wrote configuration", zap.String("file", o.writeConfigTo))
+		return 0
+	}
+	if err := agent(ctx, o.Config, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1
 	}
@@ -184,7 +190,7 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 			NodeName:          node,
 			Scheduler:         c.Scheduler,
 			NodePortAddresses: c.NodePortAddresses,
-			HostAddrs:         hostAddrs(log),
+			HostAddrs:         nodePortCandidates(hostAddrs(log)),
 			Families:          c.Families,
 			ServiceProxyName:  c.ServiceProxyName,
 			DrainTimeout:      c.DrainTimeout,
@@ -238,6 +244,19 @@ func waitSynced(ctx context.Context, src *input) {
 		case <-src.store.Notify():
 		}
 	}
+}
+
+// nodePortCandidates are the host addresses NodePorts may listen on, as
+// kube-proxy's IPVS mode picks them: never loopback, nor IPv6 link-local
+// (an IPVS service on it would need a zone).
+func nodePortCandidates(addrs []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast()) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // hostAddrs lists this host's interface addresses except the VIPs on our

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
@@ -13,15 +13,26 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 )
 
+func cleanupFlags(fs *pflag.FlagSet) (kubeProxy, kubeProxyOnly *bool) {
+	return fs.Bool("kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)"),
+		fs.Bool("kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
+}
+
 // runCleanup removes everything the agent owns and nothing else.
 func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := config.Default()
-	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	ownershipFlags(fs, &c)
-	kubeProxy := fs.Bool("kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
-	kubeProxyOnly := fs.Bool("kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
-	logFlags(fs, &c)
-	if !parseFlags(fs, args, &c, stderr) {
+	var kubeProxy, kubeProxyOnly *bool
+	fs := newFlagSet("cleanup", func(fs *pflag.FlagSet) {
+		ownershipFlags(fs, &c)
+		kubeProxy, kubeProxyOnly = cleanupFlags(fs)
+		logFlags(fs, &c)
+	})
+	fs.SetOutput(stderr)
+	if code := parseArgs(fs, args, stdout, stderr); code >= 0 {
+		return code
+	}
+	if err := c.Validate(); err != nil {
+		fmt.Fprintln(stderr, invalid("cleanup", err))
 		return 2
 	}
 	log, err := newLogger(c)

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -15,106 +15,124 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// agentFlags binds the agent's flags to a config. Names follow kube-proxy's
-// where the meaning is the same, so existing habits carry over.
-func agentFlags(fs *flag.FlagSet, c *config.Config) {
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (default: in-cluster config)")
+// files are the agent's flags that name files rather than settings.
+type files struct {
+	config        string // --config: a KubeProxyConfiguration
+	writeConfigTo string // --write-config-to: write the effective one and exit
+}
+
+// agentFlags binds the agent's flags onto c, with kube-proxy's names
+// (cmd/kube-proxy/app/options.go) wherever kube-proxy has the setting,
+// so a kube-proxy command line carries over.
+func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
+	fs.StringVar(&f.config, "config", "", "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1), as kubeadm writes it; flags given explicitly override it")
+	fs.StringVar(&f.writeConfigTo, "write-config-to", "", "write the effective configuration as a KubeProxyConfiguration to this file and exit")
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" (or empty) is accepted`)
+	clientFlags(fs, c)
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "this node's name (default: $NODE_NAME, else the hostname)")
 	fs.StringVar(&c.ServiceProxyName, "service-proxy-name", c.ServiceProxyName, "serve only objects whose service.kubernetes.io/service-proxy-name label has this value (default: only unlabelled ones)")
-	fs.StringVar((*string)(&c.Scheduler), "scheduler", string(c.Scheduler), "IPVS scheduler ("+model.SchedulerList()+"); per Service: annotation kube-ipvs.io/scheduler")
-	listVar(fs, "nodeport-addresses", &c.NodePortAddresses, "comma-separated CIDRs of node addresses NodePorts listen on, or \"primary\" (the Node's InternalIPs)")
+	ipvsFlags(fs, c)
+	fs.Var(listValue(&c.NodePortAddresses, config.NodePortAddresses), "nodeport-addresses", `comma-separated CIDRs of node addresses NodePorts listen on, "primary" (the Node's InternalIPs) or "all"; unset: every node address`)
 	ownershipFlags(fs, c)
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
-	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "full resync period (re-reads the kernel and repairs drift)")
-	fs.DurationVar(&c.MinSyncPeriod, "min-sync-period", c.MinSyncPeriod, "minimum time between syncs; bursts of changes are coalesced")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a removed TCP/SCTP endpoint may drain at weight 0; per Service: annotation kube-ipvs.io/drain-timeout")
-	fs.DurationVar(&c.TCPTimeout, "tcp-timeout", c.TCPTimeout, "IPVS timeout for idle TCP connections (0: leave as is)")
-	fs.DurationVar(&c.TCPFinTimeout, "tcpfin-timeout", c.TCPFinTimeout, "IPVS timeout for TCP connections after FIN (0: leave as is)")
-	fs.DurationVar(&c.UDPTimeout, "udp-timeout", c.UDPTimeout, "IPVS timeout for UDP flows (0: leave as is)")
+	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "how long a removed TCP/SCTP endpoint may drain at weight 0; per Service: annotation kube-ipvs.io/drain-timeout")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
-	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade every connection to a ClusterIP")
-	fs.Func("cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded", func(v string) error {
-		ps, err := parsePrefixes(v)
-		c.ClusterCIDRs = ps
-		return err
-	})
-	fs.BoolVar(&c.StrictARP, "strict-arp", c.StrictARP, "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
-	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")
+	shimFlags(fs, c)
+	conntrackFlags(fs, c)
+	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256}, "healthz-bind-address", "IP:PORT of the health check server (empty: off)")
+	fs.Var(addrPortValue{&c.MetricsBindAddress, 10249}, "metrics-bind-address", "IP:PORT of the metrics server (empty: off)")
+	fs.BoolVar(&c.BindAddressHardFail, "bind-address-hard-fail", c.BindAddressHardFail, "treat failing to bind the health check or metrics port as fatal")
 	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT for /livez, /healthz, Prometheus /metrics and the views of `kube-ipvs status` and `kube-ipvs diff` (empty: off)")
 	logFlags(fs, c)
+	ignoredFlags(fs)
+}
+
+func clientFlags(fs *pflag.FlagSet, c *config.Config) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&c.Master, "master", c.Master, "the API server's address (overrides the kubeconfig's)")
+	fs.StringVar(&c.Client.ContentType, "kube-api-content-type", c.Client.ContentType, "content type of requests sent to the API server")
+	fs.Float32Var(&c.Client.QPS, "kube-api-qps", c.Client.QPS, "queries per second to the API server")
+	fs.Int32Var(&c.Client.Burst, "kube-api-burst", c.Client.Burst, "burst of queries to the API server")
+}
+
+// ipvsFlags are kube-proxy's --ipvs-* flags; today's shorter names stay
+// as deprecated aliases sharing the same value.
+func ipvsFlags(fs *pflag.FlagSet, c *config.Config) {
+	aliased(fs, (*schedulerValue)(&c.Scheduler), "ipvs-scheduler", "scheduler", "IPVS scheduler ("+model.SchedulerList()+"); per Service: annotation kube-ipvs.io/scheduler")
+	aliased(fs, durationValue{&c.SyncPeriod}, "ipvs-sync-period", "sync-period", "full resync period (re-reads the kernel and repairs drift)")
+	aliased(fs, durationValue{&c.MinSyncPeriod}, "ipvs-min-sync-period", "min-sync-period", "minimum time between syncs; bursts of changes are coalesced")
+	aliased(fs, durationValue{&c.TCPTimeout}, "ipvs-tcp-timeout", "tcp-timeout", "IPVS timeout for idle TCP connections (0: leave as is)")
+	aliased(fs, durationValue{&c.TCPFinTimeout}, "ipvs-tcpfin-timeout", "tcpfin-timeout", "IPVS timeout for TCP connections after FIN (0: leave as is)")
+	aliased(fs, durationValue{&c.UDPTimeout}, "ipvs-udp-timeout", "udp-timeout", "IPVS timeout for UDP flows (0: leave as is)")
+	aliased(fs, (*boolValue)(&c.StrictARP), "ipvs-strict-arp", "strict-arp", "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
+}
+
+func shimFlags(fs *pflag.FlagSet, c *config.Config) {
+	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade every connection to a ClusterIP")
+	fs.Int32Var(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "the fwmark bit asking for SNAT (only 14, 0x4000, is supported)")
+	fs.Var(prefixesValue{&c.ClusterCIDRs}, "cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded")
+	fs.StringVar((*string)(&c.DetectLocalMode), "detect-local-mode", string(c.DetectLocalMode), "how pod traffic is told from the rest: ClusterCIDR (NodeCIDR, BridgeInterface and InterfaceNamePrefix are not supported yet)")
+	fs.StringVar(&c.BridgeInterface, "pod-bridge-interface", c.BridgeInterface, "the pods' bridge, for --detect-local-mode=BridgeInterface")
+	fs.StringVar(&c.InterfaceNamePrefix, "pod-interface-name-prefix", c.InterfaceNamePrefix, "the pods' interface name prefix, for --detect-local-mode=InterfaceNamePrefix")
+	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")
+}
+
+// conntrackFlags are read and checked; the agent does not set the
+// nf_conntrack sysctls from them yet.
+func conntrackFlags(fs *pflag.FlagSet, c *config.Config) {
+	ct := &c.Conntrack
+	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, "conntrack entries per CPU core (0: leave the limit and --conntrack-min alone)")
+	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, "conntrack entries at least, whatever --conntrack-max-per-core gives")
+	fs.Var(durationValue{&ct.TCPEstablishedTimeout}, "conntrack-tcp-timeout-established", "conntrack idle timeout of established TCP connections (0: leave as is)")
+	fs.Var(durationValue{&ct.TCPCloseWaitTimeout}, "conntrack-tcp-timeout-close-wait", "conntrack timeout of TCP connections in CLOSE_WAIT")
+	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, "set nf_conntrack_tcp_be_liberal")
+	fs.Var(durationValue{&ct.UDPTimeout}, "conntrack-udp-timeout", "conntrack idle timeout of unreplied UDP flows (0: leave as is)")
+	fs.Var(durationValue{&ct.UDPStreamTimeout}, "conntrack-udp-timeout-stream", "conntrack idle timeout of assured UDP flows (0: leave as is)")
+}
+
+// ignoredFlagNames are kube-proxy flags that mean nothing to kube-ipvs.
+// They are accepted, so a kube-proxy command line starts, and named in one
+// warning.
+var ignoredFlagNames = []string{
+	"bind-address", "profiling", "show-hidden-metrics-for-version", "feature-gates", "oom-score-adj",
+	"config-sync-period", "iptables-sync-period", "iptables-min-sync-period", "iptables-localhost-nodeports",
+	"healthz-port", "metrics-port", "vmodule", "log-flush-frequency",
+}
+
+func ignoredFlags(fs *pflag.FlagSet) {
+	for _, name := range ignoredFlagNames {
+		fs.String(name, "", "kube-proxy's; no meaning in kube-ipvs (ignored with a warning)")
+		_ = fs.MarkHidden(name)
+	}
 }
 
 // ownershipFlags bind what widens or narrows the ownership predicate; the
 // agent and cleanup must read them alike, or cleanup would delete what the
 // agent leaves alone.
-func ownershipFlags(fs *flag.FlagSet, c *config.Config) {
-	fs.Func("nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)", func(s string) error {
-		r, err := model.ParsePortRange(s)
-		c.NodePortRange = r
-		return err
-	})
-	fs.Func("exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes", func(s string) error {
-		ps, err := parsePrefixes(s)
-		c.ExcludeCIDRs = ps
-		return err
-	})
+func ownershipFlags(fs *pflag.FlagSet, c *config.Config) {
+	fs.Var(portRangeValue{&c.NodePortRange}, "nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)")
+	aliased(fs, prefixesValue{&c.ExcludeCIDRs}, "ipvs-exclude-cidrs", "exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes")
 }
 
-func logFlags(fs *flag.FlagSet, c *config.Config) {
+func logFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or console")
+	fs.VarP(verbosityValue{&c.LogLevel}, "v", "v", "klog verbosity, mapped onto --log-level: 4 and above is debug, below is info")
+	aliased(fs, logFormatValue{&c.LogFormat}, "logging-format", "log-format", "text or json")
 }
 
-// listVar is a comma-separated string list flag.
-func listVar(fs *flag.FlagSet, name string, p *[]string, usage string) {
-	fs.Func(name, usage, func(s string) error {
-		*p = nil
-		for _, f := range strings.Split(s, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				*p = append(*p, f)
-			}
-		}
-		return nil
-	})
+// aliased defines a flag and a deprecated alias sharing its value; using
+// the alias prints one line naming the new flag.
+func aliased(fs *pflag.FlagSet, v pflag.Value, name, alias, usage string) {
+	fs.Var(v, name, usage)
+	fs.Var(v, alias, usage)
+	if b, ok := v.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		fs.Lookup(name).NoOptDefVal, fs.Lookup(alias).NoOptDefVal = "true", "true"
+	}
+	_ = fs.MarkDeprecated(alias, "use --"+name)
 }
-
-func parsePrefixes(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR", f)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
-// parseFlags parses args; a bad flag is reported naming it (by the flag
-// package) and then Validate names every remaining problem.
-func parseFlags(fs *flag.FlagSet, args []string, c *config.Config, stderr io.Writer) bool {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		return false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return false
-	}
-	if err := c.Validate(); err != nil {
-		fmt.Fprintf(stderr, "%s: invalid flags:\n%s\n", fs.Name(), indent(err.Error()))
-		return false
-	}
-	return true
-}
-
-func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
 // newLogger builds the zap logger the flags ask for, writing to stderr.
 func newLogger(c config.Config) (*zap.Logger, error) {
@@ -137,7 +155,7 @@ func newLogger(c config.Config) (*zap.Logger, error) {
 // nodeName is --hostname-override, else $NODE_NAME, else the hostname, as
 // kube-proxy resolves it.
 func nodeName(override string) string {
-	if override != "" {
+	if override = strings.TrimSpace(override); override != "" {
 		return strings.ToLower(override)
 	}
 	if n := os.Getenv("NODE_NAME"); n != "" {
@@ -146,3 +164,175 @@ func nodeName(override string) string {
 	h, _ := os.Hostname()
 	return strings.ToLower(h)
 }
+
+// durationValue is a duration flag whose error says what is wrong in
+// words: a bare number is missing its unit.
+type durationValue struct{ p *time.Duration }
+
+func (v durationValue) Set(s string) error {
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.p = d
+	return nil
+}
+func (v durationValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+func (durationValue) Type() string { return "duration" }
+
+// prefixesValue is a comma-separated CIDR list; the last use of the flag
+// wins.
+type prefixesValue struct{ p *[]netip.Prefix }
+
+func (v prefixesValue) Set(s string) error {
+	ps, err := config.ParsePrefixes(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	*v.p = ps
+	return nil
+}
+func (v prefixesValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	var out []string
+	for _, p := range *v.p {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, ",")
+}
+func (prefixesValue) Type() string { return "CIDRs" }
+
+// stringListValue is a comma-separated list checked by a function.
+type stringListValue struct {
+	p     *[]string
+	check func([]string) ([]string, error)
+}
+
+func listValue(p *[]string, check func([]string) ([]string, error)) stringListValue {
+	return stringListValue{p, check}
+}
+
+func (v stringListValue) Set(s string) error {
+	var in []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			in = append(in, f)
+		}
+	}
+	out, err := v.check(in)
+	if err != nil {
+		return err
+	}
+	*v.p = out
+	return nil
+}
+func (v stringListValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+func (stringListValue) Type() string { return "strings" }
+
+type portRangeValue struct{ p *model.PortRange }
+
+func (v portRangeValue) Set(s string) error {
+	r, err := model.ParsePortRange(s)
+	if err != nil {
+		return err
+	}
+	*v.p = r
+	return nil
+}
+func (v portRangeValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", v.p.First, v.p.Last)
+}
+func (portRangeValue) Type() string { return "FIRST-LAST" }
+
+type schedulerValue model.Scheduler
+
+func (v *schedulerValue) Set(s string) error { *v = schedulerValue(s); return nil }
+func (v *schedulerValue) String() string     { return string(*v) }
+func (*schedulerValue) Type() string         { return "scheduler" }
+
+type boolValue bool
+
+func (v *boolValue) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "true", "1", "t":
+		*v = true
+	case "false", "0", "f":
+		*v = false
+	default:
+		return fmt.Errorf("want true or false")
+	}
+	return nil
+}
+func (v *boolValue) String() string { return fmt.Sprint(bool(*v)) }
+func (*boolValue) Type() string     { return "bool" }
+func (*boolValue) IsBoolFlag() bool { return true }
+
+// addrPortValue is a listener address; a bare IP gets the default port,
+// as kube-proxy's flags do. Empty turns the listener off.
+type addrPortValue struct {
+	p    *string
+	port uint16
+}
+
+func (v addrPortValue) Set(s string) error {
+	if a, err := netip.ParseAddr(s); err == nil {
+		s = netip.AddrPortFrom(a, v.port).String()
+	} else if _, err := netip.ParseAddrPort(s); s != "" && err != nil {
+		return fmt.Errorf("want IP:PORT or IP (port %d), or empty to turn it off", v.port)
+	}
+	*v.p = s
+	return nil
+}
+func (v addrPortValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (addrPortValue) Type() string { return "IP:PORT" }
+
+type verbosityValue struct{ level *string }
+
+func (v verbosityValue) Set(s string) error {
+	var n uint32
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s {
+		return fmt.Errorf("want a whole number >= 0")
+	}
+	*v.level = config.LogLevelOfVerbosity(n)
+	return nil
+}
+func (verbosityValue) String() string { return "0" }
+func (verbosityValue) Type() string   { return "level" }
+
+type logFormatValue struct{ p *string }
+
+func (v logFormatValue) Set(s string) error {
+	f, err := config.LogFormatOf(s)
+	if err != nil {
+		return fmt.Errorf("want text or json")
+	}
+	*v.p = f
+	return nil
+}
+func (v logFormatValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return map[string]string{"console": "text"}[*v.p] + map[string]string{"json": "json"}[*v.p]
+}
+func (logFormatValue) Type() string { return "format" }

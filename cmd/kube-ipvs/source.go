@@ -41,7 +41,10 @@ func manifestSource(c config.Config, node string, log *zap.Logger) *input {
 }
 
 func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
-	client, err := source.NewClient(c.Kubeconfig)
+	client, err := source.NewClient(source.ClientOptions{
+		Kubeconfig: c.Kubeconfig, Master: c.Master, QPS: c.Client.QPS, Burst: c.Client.Burst,
+		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

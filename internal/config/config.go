@@ -1,6 +1,8 @@
 // Package config holds the agent's configuration, its defaults and its
-// validation. Pure: flags are parsed in cmd/, checked here; the types and
-// rules of each setting belong to the package that owns the concept.
+// validation, and reads and writes it as kube-proxy's configuration file
+// (KubeProxyConfiguration). Pure: flags are parsed and files read in cmd/,
+// checked here; the types and rules of each setting belong to the package
+// that owns the concept.
 package config
 
 import (
@@ -18,14 +20,21 @@ import (
 
 // Config is everything the agent is told at start.
 type Config struct {
-	// Source: exactly one of Kubeconfig/in-cluster or ManifestsDir.
-	Kubeconfig       string
+	// Source: exactly one of Kubeconfig/Master/in-cluster or ManifestsDir.
+	Kubeconfig string
+	Master     string // API server address; overrides the kubeconfig's
+	// ProxyMode is kube-proxy's --proxy-mode: "ipvs" or empty, anything
+	// else is refused.
+	ProxyMode        string
+	Client           ClientConnection
 	ManifestsDir     string
 	HostnameOverride string // resolved node name; see cmd
 	ServiceProxyName string
 
-	Scheduler         model.Scheduler
-	NodePortAddresses []string // CIDRs or translate.NodePortPrimary
+	Scheduler model.Scheduler
+	// NodePortAddresses are CIDRs and/or translate.NodePortPrimary; empty
+	// means every node address, as kube-proxy's IPVS mode does when unset.
+	NodePortAddresses []string
 	NodePortRange     model.PortRange
 	ExcludeCIDRs      []netip.Prefix
 	model.Families    // --ipv4, --ipv6: handed alike to translation and the shim
@@ -37,14 +46,29 @@ type Config struct {
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 
 	// The netfilter shim and node settings (kube-proxy's flag names).
-	MasqueradeAll   bool
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit asking for SNAT; the shim marks with
+	// bit 14 (0x4000) only, so Validate refuses any other.
+	MasqueradeBit   int32
+	DetectLocalMode DetectLocalMode
 	ClusterCIDRs    []netip.Prefix // at most one per family
-	StrictARP       bool
-	IptablesBackend shim.Backend // nft, legacy or detect ("")
+	// BridgeInterface and InterfaceNamePrefix are read for the detect-local
+	// modes of the same names, which Validate refuses for now.
+	BridgeInterface     string
+	InterfaceNamePrefix string
+	StrictARP           bool
+	IptablesBackend     shim.Backend // nft, legacy or detect ("")
+	Conntrack           Conntrack
 
 	Once   bool
 	DryRun bool
 
+	// HealthzBindAddress and MetricsBindAddress are kube-proxy's listeners
+	// (IP:PORT; empty: off). BindAddressHardFail makes failing to bind
+	// them fatal.
+	HealthzBindAddress  string
+	MetricsBindAddress  string
+	BindAddressHardFail bool
 	// DebugAddress serves /livez, /healthz and the views `status` and
 	// `diff` read; empty: off.
 	DebugAddress string
@@ -53,77 +77,229 @@ type Config struct {
 	LogFormat string
 }
 
+// ClientConnection is how the agent talks to the API server (kube-proxy's
+// clientConnection, apart from the kubeconfig path).
+type ClientConnection struct {
+	QPS                float32
+	Burst              int32
+	ContentType        string
+	AcceptContentTypes string
+}
+
+// Conntrack holds the nf_conntrack settings kube-proxy writes at start
+// (zero: leave the kernel's value; MaxPerCore 0 also ignores Min).
+type Conntrack struct {
+	MaxPerCore, Min                            int32
+	TCPEstablishedTimeout, TCPCloseWaitTimeout time.Duration
+	TCPBeLiberal                               bool
+	UDPTimeout, UDPStreamTimeout               time.Duration
+}
+
+// DetectLocalMode is how kube-proxy tells traffic from local pods from
+// the rest (for masquerading): kube-proxy's names.
+type DetectLocalMode string
+
+// The detect-local modes kube-proxy knows.
+const (
+	DetectClusterCIDR         DetectLocalMode = "ClusterCIDR"
+	DetectNodeCIDR            DetectLocalMode = "NodeCIDR"
+	DetectBridgeInterface     DetectLocalMode = "BridgeInterface"
+	DetectInterfaceNamePrefix DetectLocalMode = "InterfaceNamePrefix"
+)
+
 // DefaultDebugAddress is loopback only: the debug views are for the node's
 // own operator, not the network.
 const DefaultDebugAddress = "127.0.0.1:10247"
 
-// Default returns the configuration a flagless agent runs with.
+// kube-proxy's defaults (pkg/proxy/apis/config/v1alpha1/defaults.go).
+const (
+	DefaultHealthzBindAddress = "0.0.0.0:10256"
+	DefaultMetricsBindAddress = "127.0.0.1:10249"
+	DefaultMasqueradeBit      = 14
+	ContentTypeProtobuf       = "application/vnd.kubernetes.protobuf"
+	ProxyModeIPVS             = "ipvs"
+)
+
+// Default returns the configuration a flagless agent runs with: kube-proxy's
+// IPVS-mode defaults where it has the setting.
 func Default() Config {
 	return Config{
-		Scheduler:         model.SchedRR,
-		NodePortAddresses: []string{translate.NodePortPrimary},
-		NodePortRange:     model.PortRange{First: 30000, Last: 32767},
-		Families:          model.Families{IPv4: true, IPv6: true},
-		SyncPeriod:        30 * time.Second,
-		MinSyncPeriod:     time.Second,
-		DrainTimeout:      2 * time.Minute,
-		LogLevel:          "info",
-		LogFormat:         "console",
-		DebugAddress:      DefaultDebugAddress,
+		Client:             ClientConnection{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf},
+		Scheduler:          model.SchedRR,
+		NodePortRange:      model.PortRange{First: 30000, Last: 32767},
+		Families:           model.Families{IPv4: true, IPv6: true},
+		SyncPeriod:         30 * time.Second,
+		MinSyncPeriod:      time.Second,
+		DrainTimeout:       2 * time.Minute,
+		MasqueradeBit:      DefaultMasqueradeBit,
+		DetectLocalMode:    DetectClusterCIDR,
+		HealthzBindAddress: DefaultHealthzBindAddress,
+		MetricsBindAddress: DefaultMetricsBindAddress,
+		Conntrack: Conntrack{
+			MaxPerCore: 32 * 1024, Min: 128 * 1024,
+			TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
+		},
+		LogLevel:     "info",
+		LogFormat:    "console",
+		DebugAddress: DefaultDebugAddress,
 	}
 }
 
-// Validate checks every field and names the flag of each problem.
+// NodePortAddressAll and NodePortAddressLocalhost are kube-proxy's other
+// keywords for --nodeport-addresses.
+const (
+	NodePortAddressAll       = "all"
+	NodePortAddressLocalhost = "localhost"
+)
+
+// NodePortAddresses turns kube-proxy's --nodeport-addresses list into the
+// agent's: "all" anywhere means every address (the empty list), as in
+// kube-proxy's IPVS mode; "localhost" is refused, since IPVS mode never
+// serves NodePorts on loopback (kube-proxy drops those addresses).
+func NodePortAddresses(in []string) ([]string, error) {
+	var out []string
+	for _, a := range in {
+		switch a {
+		case NodePortAddressAll:
+			return nil, nil
+		case NodePortAddressLocalhost:
+			return nil, fmt.Errorf("%q: NodePorts on loopback exist only in kube-proxy's iptables and nftables modes", a)
+		}
+		if err := translate.CheckNodePortAddress(a); err != nil {
+			return nil, fmt.Errorf("%w (or %q)", err, NodePortAddressAll)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Validate checks every field and names the flag (and the config file
+// field) of each problem.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	if err := c.Scheduler.Validate(); err != nil {
-		bad("scheduler", "%v", err)
+		bad("--ipvs-scheduler (ipvs.scheduler)", "%v", err)
 	}
-	if c.Kubeconfig != "" && c.ManifestsDir != "" {
-		bad("manifests", "cannot be combined with --kubeconfig")
+	if c.ProxyMode != "" && c.ProxyMode != ProxyModeIPVS {
+		bad("--proxy-mode (mode)", "kube-ipvs programs IPVS only, it cannot act as kube-proxy's %q mode: set \"ipvs\" (or leave it empty), or run kube-proxy itself for %q", c.ProxyMode, c.ProxyMode)
+	}
+	if c.ManifestsDir != "" && (c.Kubeconfig != "" || c.Master != "") {
+		bad("--manifests", "cannot be combined with --kubeconfig or --master")
 	}
 	for _, a := range c.NodePortAddresses {
 		if err := translate.CheckNodePortAddress(a); err != nil {
-			bad("nodeport-addresses", "%v", err)
+			bad("--nodeport-addresses (nodePortAddresses)", "%v", err)
 		}
 	}
-	if c.SyncPeriod <= 0 {
-		bad("sync-period", "must be positive, got %s", c.SyncPeriod)
-	}
-	if c.MinSyncPeriod < 0 || (c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod) {
-		bad("min-sync-period", "must be between 0 and --sync-period (%s), got %s", c.SyncPeriod, c.MinSyncPeriod)
-	}
-	if c.DrainTimeout < 0 {
-		bad("drain-timeout", "must not be negative, got %s", c.DrainTimeout)
-	}
-	for flag, d := range map[string]time.Duration{"tcp-timeout": c.TCPTimeout, "tcpfin-timeout": c.TCPFinTimeout, "udp-timeout": c.UDPTimeout} {
-		if d < 0 || d%time.Second != 0 {
-			bad(flag, "must be a whole number of seconds >= 0, got %s", d)
-		}
-	}
+	c.validatePeriods(bad)
 	if err := shim.CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
-		bad("cluster-cidr", "%v", err)
+		bad("--cluster-cidr (clusterCIDR)", "%v", err)
 	}
+	if c.MasqueradeBit != DefaultMasqueradeBit {
+		bad("--iptables-masquerade-bit (iptables.masqueradeBit)", "kube-ipvs marks with bit 14 (0x4000) only, as kubelet and most CNI plugins expect; got %d", c.MasqueradeBit)
+	}
+	c.validateDetectLocal(bad)
+	c.validateClient(bad)
+	c.Conntrack.validate(bad)
 	if err := c.IptablesBackend.Validate(); err != nil {
-		bad("iptables-backend", "%v", err)
+		bad("--iptables-backend", "%v", err)
 	}
-	if c.DebugAddress != "" {
-		if _, err := netip.ParseAddrPort(c.DebugAddress); err != nil {
-			bad("debug-address", "want IP:PORT (or empty to turn off), got %q", c.DebugAddress)
+	for _, a := range []struct{ name, addr string }{
+		{"--debug-address", c.DebugAddress},
+		{"--healthz-bind-address (healthzBindAddress)", c.HealthzBindAddress},
+		{"--metrics-bind-address (metricsBindAddress)", c.MetricsBindAddress},
+	} {
+		if _, err := netip.ParseAddrPort(a.addr); a.addr != "" && err != nil {
+			bad(a.name, "want IP:PORT (or empty to turn off), got %q", a.addr)
 		}
 	}
 	if !c.IPv4 && !c.IPv6 {
 		errs = append(errs, errors.New("--ipv4/--ipv6: at least one address family must be enabled"))
 	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
-		bad("log-level", "want debug, info, warn or error, got %q", c.LogLevel)
+		bad("--log-level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
-		bad("log-format", "want json or console, got %q", c.LogFormat)
+		bad("--logging-format (logging.format)", "want text or json, got %q", c.LogFormat)
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+func (c Config) validatePeriods(bad func(name, format string, args ...any)) {
+	if c.SyncPeriod <= 0 {
+		bad("--ipvs-sync-period (ipvs.syncPeriod)", "must be positive, got %s", c.SyncPeriod)
+	}
+	if c.MinSyncPeriod < 0 || (c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod) {
+		bad("--ipvs-min-sync-period (ipvs.minSyncPeriod)", "must be between 0 and the sync period (%s), got %s", c.SyncPeriod, c.MinSyncPeriod)
+	}
+	if c.DrainTimeout < 0 {
+		bad("--drain-timeout", "must not be negative, got %s", c.DrainTimeout)
+	}
+	// The kernel keeps IPVS timeouts in whole seconds.
+	checkDurations(bad, "must be a whole number of seconds >= 0", func(d time.Duration) bool { return d >= 0 && d%time.Second == 0 },
+		namedDuration{"--ipvs-tcp-timeout (ipvs.tcpTimeout)", c.TCPTimeout},
+		namedDuration{"--ipvs-tcpfin-timeout (ipvs.tcpFinTimeout)", c.TCPFinTimeout},
+		namedDuration{"--ipvs-udp-timeout (ipvs.udpTimeout)", c.UDPTimeout})
+}
+
+type namedDuration struct {
+	name string
+	d    time.Duration
+}
+
+// checkDurations reports each duration that is not ok.
+func checkDurations(bad func(name, format string, args ...any), rule string, ok func(time.Duration) bool, ds ...namedDuration) {
+	for _, nd := range ds {
+		if !ok(nd.d) {
+			bad(nd.name, "%s, got %s", rule, nd.d)
+		}
+	}
+}
+
+// validateDetectLocal accepts what the shim implements: pod traffic told
+// by --cluster-cidr. The other modes are checked as kube-proxy checks them,
+// then refused: running without them would masquerade differently from
+// kube-proxy without saying so.
+func (c Config) validateDetectLocal(bad func(name, format string, args ...any)) {
+	const name = "--detect-local-mode (detectLocalMode)"
+	switch c.DetectLocalMode {
+	case DetectClusterCIDR:
+	case DetectNodeCIDR:
+		bad(name, "NodeCIDR is not supported yet: kube-ipvs tells pod traffic by the cluster CIDR only (use ClusterCIDR and --cluster-cidr)")
+	case DetectBridgeInterface, DetectInterfaceNamePrefix:
+		ifName := map[DetectLocalMode]string{DetectBridgeInterface: c.BridgeInterface, DetectInterfaceNamePrefix: c.InterfaceNamePrefix}[c.DetectLocalMode]
+		if ifName == "" {
+			bad(name, "%s needs an interface name (--pod-bridge-interface / --pod-interface-name-prefix)", c.DetectLocalMode)
+		}
+		bad(name, "%s is not supported yet: kube-ipvs tells pod traffic by the cluster CIDR only (use ClusterCIDR and --cluster-cidr)", c.DetectLocalMode)
+	default:
+		bad(name, "want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix, got %q", c.DetectLocalMode)
+	}
+}
+
+func (c Config) validateClient(bad func(name, format string, args ...any)) {
+	if c.Client.QPS < 0 {
+		bad("--kube-api-qps (clientConnection.qps)", "must not be negative, got %g", c.Client.QPS)
+	}
+	if c.Client.Burst < 0 {
+		bad("--kube-api-burst (clientConnection.burst)", "must not be negative, got %d", c.Client.Burst)
+	}
+}
+
+func (ct Conntrack) validate(bad func(name, format string, args ...any)) {
+	if ct.MaxPerCore < 0 {
+		bad("--conntrack-max-per-core (conntrack.maxPerCore)", "must not be negative, got %d", ct.MaxPerCore)
+	}
+	if ct.Min < 0 {
+		bad("--conntrack-min (conntrack.min)", "must not be negative, got %d", ct.Min)
+	}
+	checkDurations(bad, "must not be negative", func(d time.Duration) bool { return d >= 0 },
+		namedDuration{"--conntrack-tcp-timeout-established (conntrack.tcpEstablishedTimeout)", ct.TCPEstablishedTimeout},
+		namedDuration{"--conntrack-tcp-timeout-close-wait (conntrack.tcpCloseWaitTimeout)", ct.TCPCloseWaitTimeout},
+		namedDuration{"--conntrack-udp-timeout (conntrack.udpTimeout)", ct.UDPTimeout},
+		namedDuration{"--conntrack-udp-timeout-stream (conntrack.udpStreamTimeout)", ct.UDPStreamTimeout})
 }

@@ -6,15 +6,28 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // UserAgent names kube-ipvs in API server audit logs and metrics.
 const UserAgent = "kube-ipvs"
 
-// NewClient connects to the API server with the kubeconfig file, or with
-// the in-cluster service account when kubeconfig is empty.
-func NewClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := restConfig(kubeconfig)
+// ClientOptions say how to reach the API server: kube-proxy's --kubeconfig,
+// --master and clientConnection settings.
+type ClientOptions struct {
+	Kubeconfig string // empty with Master empty: the in-cluster service account
+	Master     string // overrides the kubeconfig's server
+	QPS        float32
+	Burst      int32
+	// ContentType of requests; empty: protobuf. AcceptContentTypes empty:
+	// protobuf, else JSON (kinds without a protobuf form).
+	ContentType        string
+	AcceptContentTypes string
+}
+
+// NewClient connects to the API server as the options say.
+func NewClient(o ClientOptions) (kubernetes.Interface, error) {
+	cfg, err := restConfig(o)
 	if err != nil {
 		return nil, err
 	}
@@ -25,21 +38,35 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 	return c, nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// restConfig loads the client config as kube-proxy's createClient does:
+// in-cluster only when neither a kubeconfig nor a master is given (a
+// fresh node cannot reach the API server through the kubernetes Service
+// before a proxy programmed it), else the kubeconfig with the master
+// overriding its server.
+func restConfig(o ClientOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
-	if kubeconfig == "" {
+	if o.Kubeconfig == "" && o.Master == "" {
 		cfg, err = rest.InClusterConfig()
 	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.Kubeconfig},
+			&clientcmd.ConfigOverrides{ClusterInfo: clientcmdapi.Cluster{Server: o.Master}}).ClientConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load Kubernetes client config (kubeconfig %q): %w", kubeconfig, err)
+		return nil, fmt.Errorf("load Kubernetes client config (kubeconfig %q, master %q): %w", o.Kubeconfig, o.Master, err)
 	}
 	cfg.UserAgent = UserAgent
-	// Protobuf, as kube-proxy does: every node lists every Service and
-	// EndpointSlice, and JSON decoding dominates its CPU at scale.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	// Protobuf by default, as kube-proxy: every node lists every Service
+	// and EndpointSlice, and JSON decoding dominates its CPU at scale.
+	cfg.ContentType = o.ContentType
+	if cfg.ContentType == "" {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	}
+	cfg.AcceptContentTypes = o.AcceptContentTypes
+	if cfg.AcceptContentTypes == "" && cfg.ContentType == "application/vnd.kubernetes.protobuf" {
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	cfg.QPS, cfg.Burst = o.QPS, int(o.Burst)
 	return cfg, nil
 }

@@ -1,0 +1,328 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// DecodeKubeProxy reads a KubeProxyConfiguration (YAML or JSON) strictly,
+// as kube-proxy's strict decoder does: an unknown or repeated key is an
+// error naming the key's path (ipvs.foo). kube-proxy's defaults are then
+// filled in, so a file kubeadm wrote (mostly zero values) means what it
+// means to kube-proxy.
+func DecodeKubeProxy(data []byte) (KubeProxyConfiguration, error) {
+	var kp KubeProxyConfiguration
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return kp, fmt.Errorf("parse: %w", err)
+	}
+	var tm metav1.TypeMeta
+	if err := json.Unmarshal(j, &tm); err != nil {
+		return kp, fmt.Errorf("parse: %w", err)
+	}
+	if tm.APIVersion != KubeProxyAPIVersion || tm.Kind != KubeProxyKind {
+		return kp, fmt.Errorf("want apiVersion %s, kind %s; got apiVersion %q, kind %q", KubeProxyAPIVersion, KubeProxyKind, tm.APIVersion, tm.Kind)
+	}
+	strict, err := sigsjson.UnmarshalStrict(j, &kp)
+	if err != nil {
+		return kp, fmt.Errorf("decode: %w", err)
+	}
+	strict = append(strict, invalidDurations(reflect.ValueOf(&kp).Elem(), "")...)
+	if len(strict) > 0 {
+		return kp, errors.Join(strict...)
+	}
+	kp.setDefaults()
+	return kp, nil
+}
+
+// DefaultKubeProxy is the file kube-proxy would write with no flags but
+// --proxy-mode=ipvs: every default filled in.
+func DefaultKubeProxy() KubeProxyConfiguration {
+	kp := KubeProxyConfiguration{APIVersion: KubeProxyAPIVersion, Kind: KubeProxyKind, Mode: ProxyModeIPVS}
+	kp.setDefaults()
+	// kube-proxy's --ipvs-min-sync-period defaults to 1s, a file's
+	// minSyncPeriod to 0 (setDefaults leaves it): a written default file
+	// carries the flag's.
+	kp.IPVS.MinSyncPeriod.Duration = time.Second
+	return kp
+}
+
+// setDefaults fills zero fields as kube-proxy's SetDefaults_KubeProxyConfiguration
+// and platformApplyDefaults do (pkg/proxy/apis/config/v1alpha1/defaults.go,
+// cmd/kube-proxy/app/server_linux.go).
+func (kp *KubeProxyConfiguration) setDefaults() {
+	if kp.BindAddress == "" {
+		kp.BindAddress = "0.0.0.0"
+	}
+	healthz, metrics := "0.0.0.0", "127.0.0.1"
+	if a, err := netip.ParseAddr(kp.BindAddress); err == nil && a.Is6() && !a.Is4In6() {
+		healthz, metrics = "[::]", "[::1]"
+	}
+	kp.HealthzBindAddress = withPort(kp.HealthzBindAddress, healthz, 10256)
+	kp.MetricsBindAddress = withPort(kp.MetricsBindAddress, metrics, 10249)
+	setPtr(&kp.OOMScoreAdj, -999)
+	setDuration(&kp.IPTables.SyncPeriod, 30*time.Second)
+	setDuration(&kp.IPTables.MinSyncPeriod, time.Second)
+	if kp.IPTables.LocalhostNodePorts == nil {
+		t := true
+		kp.IPTables.LocalhostNodePorts = &t
+	}
+	setDuration(&kp.IPVS.SyncPeriod, 30*time.Second)
+	setDuration(&kp.NFTables.SyncPeriod, 30*time.Second)
+	setDuration(&kp.NFTables.MinSyncPeriod, time.Second)
+	setPtr(&kp.Conntrack.MaxPerCore, 32*1024)
+	setPtr(&kp.Conntrack.Min, 128*1024)
+	setPtr(&kp.IPTables.MasqueradeBit, DefaultMasqueradeBit)
+	setPtr(&kp.NFTables.MasqueradeBit, DefaultMasqueradeBit)
+	if kp.Conntrack.TCPEstablishedTimeout == nil {
+		kp.Conntrack.TCPEstablishedTimeout = &Duration{Duration: 24 * time.Hour}
+	}
+	if kp.Conntrack.TCPCloseWaitTimeout == nil {
+		kp.Conntrack.TCPCloseWaitTimeout = &Duration{Duration: time.Hour}
+	}
+	setDuration(&kp.ConfigSyncPeriod, 15*time.Minute)
+	if kp.ClientConnection.ContentType == "" {
+		kp.ClientConnection.ContentType = ContentTypeProtobuf
+	}
+	if kp.ClientConnection.QPS == 0 {
+		kp.ClientConnection.QPS = 5
+	}
+	if kp.ClientConnection.Burst == 0 {
+		kp.ClientConnection.Burst = 10
+	}
+	if kp.Logging.Format == "" {
+		kp.Logging.Format = "text"
+	}
+	if kp.Logging.FlushFrequency.Duration == 0 {
+		kp.Logging.FlushFrequency.Duration = 5 * time.Second
+	}
+	for _, o := range []*KPLogOutput{&kp.Logging.Options.Text, &kp.Logging.Options.JSON} {
+		if o.InfoBufferSize == nil {
+			q := resource.MustParse("0")
+			o.InfoBufferSize = &q
+		}
+	}
+	if kp.DetectLocalMode == "" {
+		kp.DetectLocalMode = string(DetectClusterCIDR)
+	}
+}
+
+// withPort is kube-proxy's default for a bind address: the default host
+// when empty, the default port appended when it has none.
+func withPort(addr, defaultHost string, port int) string {
+	if addr == "" {
+		return fmt.Sprintf("%s:%d", defaultHost, port)
+	}
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		if a, err := netip.ParseAddr(addr); err == nil {
+			return netip.AddrPortFrom(a, uint16(port)).String()
+		}
+	}
+	return addr
+}
+
+func setPtr(p **int32, v int32) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+func setDuration(d *Duration, v time.Duration) {
+	if d.Duration == 0 {
+		d.Duration = v
+	}
+}
+
+// ApplyTo sets every field of c that the file has a meaning for, and
+// returns the paths of the fields that mean nothing to kube-ipvs but were
+// set to other than kube-proxy's default (iptables-, nftables- and
+// winkernel-only settings, feature gates, ...): the caller warns once.
+func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error) {
+	var errs []error
+	field := func(path string, e error) {
+		if e != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, e))
+		}
+	}
+	c.ProxyMode = kp.Mode
+	c.Kubeconfig = kp.ClientConnection.Kubeconfig
+	c.Client = ClientConnection{
+		QPS: kp.ClientConnection.QPS, Burst: kp.ClientConnection.Burst,
+		ContentType: kp.ClientConnection.ContentType, AcceptContentTypes: kp.ClientConnection.AcceptContentTypes,
+	}
+	c.HostnameOverride = kp.HostnameOverride
+	c.HealthzBindAddress, c.MetricsBindAddress = kp.HealthzBindAddress, kp.MetricsBindAddress
+	c.BindAddressHardFail = kp.BindAddressHardFail
+	if kp.IPVS.Scheduler != "" {
+		c.Scheduler = model.Scheduler(kp.IPVS.Scheduler)
+	}
+	c.SyncPeriod, c.MinSyncPeriod = kp.IPVS.SyncPeriod.Duration, kp.IPVS.MinSyncPeriod.Duration
+	c.ExcludeCIDRs, err = ParsePrefixes(kp.IPVS.ExcludeCIDRs)
+	field("ipvs.excludeCIDRs", err)
+	c.StrictARP = kp.IPVS.StrictARP
+	c.TCPTimeout, c.TCPFinTimeout, c.UDPTimeout = kp.IPVS.TCPTimeout.Duration, kp.IPVS.TCPFinTimeout.Duration, kp.IPVS.UDPTimeout.Duration
+	c.ClusterCIDRs, err = ParsePrefixes(strings.Split(kp.ClusterCIDR, ","))
+	field("clusterCIDR", err)
+	c.NodePortAddresses, err = NodePortAddresses(kp.NodePortAddresses)
+	field("nodePortAddresses", err)
+	c.MasqueradeAll, c.MasqueradeBit = kp.IPTables.MasqueradeAll, *kp.IPTables.MasqueradeBit
+	c.DetectLocalMode = DetectLocalMode(kp.DetectLocalMode)
+	c.BridgeInterface, c.InterfaceNamePrefix = kp.DetectLocal.BridgeInterface, kp.DetectLocal.InterfaceNamePrefix
+	c.Conntrack = Conntrack{
+		MaxPerCore: *kp.Conntrack.MaxPerCore, Min: *kp.Conntrack.Min,
+		TCPEstablishedTimeout: kp.Conntrack.TCPEstablishedTimeout.Duration,
+		TCPCloseWaitTimeout:   kp.Conntrack.TCPCloseWaitTimeout.Duration,
+		TCPBeLiberal:          kp.Conntrack.TCPBeLiberal,
+		UDPTimeout:            kp.Conntrack.UDPTimeout.Duration, UDPStreamTimeout: kp.Conntrack.UDPStreamTimeout.Duration,
+	}
+	c.LogFormat, err = LogFormatOf(kp.Logging.Format)
+	field("logging.format", err)
+	c.LogLevel = LogLevelOfVerbosity(kp.Logging.Verbosity)
+	return kp.ignoredFields(), errors.Join(errs...)
+}
+
+// LogLevelOfVerbosity maps klog's -v onto the agent's levels: klog's
+// V(4) and above is debugging detail, below it the steady state.
+func LogLevelOfVerbosity(v uint32) string {
+	if v >= 4 {
+		return "debug"
+	}
+	return "info"
+}
+
+// LogFormatOf maps kube-proxy's logging formats onto the agent's.
+func LogFormatOf(f string) (string, error) {
+	switch f {
+	case "text", "console":
+		return "console", nil
+	case "json":
+		return "json", nil
+	}
+	return "", fmt.Errorf("want text or json, got %q", f)
+}
+
+// ignoredFields names the fields set to other than kube-proxy's default
+// that kube-ipvs has no use for.
+func (kp KubeProxyConfiguration) ignoredFields() []string {
+	def := KubeProxyConfiguration{}
+	def.setDefaults()
+	var out []string
+	for _, f := range []struct {
+		path      string
+		got, want any
+	}{
+		{"featureGates", len(kp.FeatureGates) > 0, false},
+		{"enableProfiling", kp.EnableProfiling, def.EnableProfiling},
+		{"showHiddenMetricsForVersion", kp.ShowHiddenMetricsForVersion, def.ShowHiddenMetricsForVersion},
+		{"oomScoreAdj", kp.OOMScoreAdj, def.OOMScoreAdj},
+		{"configSyncPeriod", kp.ConfigSyncPeriod, def.ConfigSyncPeriod},
+		{"portRange", kp.PortRange, def.PortRange},
+		{"iptables.localhostNodePorts", kp.IPTables.LocalhostNodePorts, def.IPTables.LocalhostNodePorts},
+		{"iptables.syncPeriod", kp.IPTables.SyncPeriod, def.IPTables.SyncPeriod},
+		{"iptables.minSyncPeriod", kp.IPTables.MinSyncPeriod, def.IPTables.MinSyncPeriod},
+		{"nftables", kp.NFTables, def.NFTables},
+		{"winkernel", kp.Winkernel, def.Winkernel},
+		{"windowsRunAsService", kp.WindowsRunAsService, def.WindowsRunAsService},
+		{"logging.flushFrequency", kp.Logging.FlushFrequency, def.Logging.FlushFrequency},
+		{"logging.vmodule", len(kp.Logging.VModule) > 0, false},
+		{"logging.options", kp.Logging.Options, def.Logging.Options},
+	} {
+		if !reflect.DeepEqual(f.got, f.want) {
+			out = append(out, f.path)
+		}
+	}
+	return out
+}
+
+// FromConfig is the file that means c: base (the file read, or
+// DefaultKubeProxy) with every field kube-ipvs honours set from c. What
+// --write-config-to writes.
+func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
+	kp := base
+	kp.Mode = ProxyModeIPVS
+	kp.ClientConnection = KPClientConnection{
+		Kubeconfig: c.Kubeconfig, QPS: c.Client.QPS, Burst: c.Client.Burst,
+		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
+	}
+	kp.HostnameOverride = c.HostnameOverride
+	kp.HealthzBindAddress, kp.MetricsBindAddress = c.HealthzBindAddress, c.MetricsBindAddress
+	kp.BindAddressHardFail = c.BindAddressHardFail
+	kp.IPVS.Scheduler = string(c.Scheduler)
+	kp.IPVS.SyncPeriod, kp.IPVS.MinSyncPeriod = Duration{Duration: c.SyncPeriod}, Duration{Duration: c.MinSyncPeriod}
+	kp.IPVS.ExcludeCIDRs = prefixStrings(c.ExcludeCIDRs)
+	kp.IPVS.StrictARP = c.StrictARP
+	kp.IPVS.TCPTimeout, kp.IPVS.TCPFinTimeout, kp.IPVS.UDPTimeout = Duration{Duration: c.TCPTimeout}, Duration{Duration: c.TCPFinTimeout}, Duration{Duration: c.UDPTimeout}
+	kp.ClusterCIDR = strings.Join(prefixStrings(c.ClusterCIDRs), ",")
+	kp.NodePortAddresses = c.NodePortAddresses
+	bit := c.MasqueradeBit
+	kp.IPTables.MasqueradeAll, kp.IPTables.MasqueradeBit = c.MasqueradeAll, &bit
+	kp.DetectLocalMode = string(c.DetectLocalMode)
+	kp.DetectLocal = KPDetectLocal{BridgeInterface: c.BridgeInterface, InterfaceNamePrefix: c.InterfaceNamePrefix}
+	maxPerCore, ctMin := c.Conntrack.MaxPerCore, c.Conntrack.Min
+	kp.Conntrack = KPConntrack{
+		MaxPerCore: &maxPerCore, Min: &ctMin,
+		TCPEstablishedTimeout: &Duration{Duration: c.Conntrack.TCPEstablishedTimeout},
+		TCPCloseWaitTimeout:   &Duration{Duration: c.Conntrack.TCPCloseWaitTimeout},
+		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
+		UDPTimeout:            Duration{Duration: c.Conntrack.UDPTimeout},
+		UDPStreamTimeout:      Duration{Duration: c.Conntrack.UDPStreamTimeout},
+	}
+	kp.Logging.Format = map[string]string{"console": "text", "json": "json"}[c.LogFormat]
+	if c.LogLevel == "debug" && kp.Logging.Verbosity < 4 {
+		kp.Logging.Verbosity = 4
+	} else if c.LogLevel != "debug" && kp.Logging.Verbosity >= 4 {
+		kp.Logging.Verbosity = 0
+	}
+	return kp
+}
+
+// EncodeKubeProxy writes kp as YAML, keys sorted, as kube-proxy does.
+func EncodeKubeProxy(kp KubeProxyConfiguration) ([]byte, error) {
+	j, err := json.Marshal(kp)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", KubeProxyKind, err)
+	}
+	return yaml.JSONToYAML(j)
+}
+
+// ParsePrefixes parses CIDRs, skipping empty entries; the error names each
+// entry that is not one.
+func ParsePrefixes(in []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, f := range in {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q is not a CIDR", f))
+			continue
+		}
+		out = append(out, p.Masked())
+	}
+	return out, errors.Join(errs...)
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
