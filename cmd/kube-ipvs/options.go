@@ -100,7 +100,7 @@ func (o agentOptions) warn(log *zap.Logger) {
 	if len(o.overridden) > 0 {
 		log.Info("flags override the config file (kube-proxy would ignore them)", zap.String("config", o.files.config), zap.Strings("flags", o.overridden))
 	}
-	if len(o.NodePortAddresses) == 0 && o.ManifestsDir == "" {
+	if len(o.NodePortAddresses) == 0 {
 		log.Warn("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`")
 	}
 	if o.Conntrack != config.Default().Conntrack || o.files.config != "" {

@@ -252,6 +252,10 @@ func (kp KubeProxyConfiguration) ignoredFields() []string {
 func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	kp := base
 	kp.Mode = ProxyModeIPVS
+	// kube-proxy keeps one sync period, written under the mode's section
+	// only: the others read as zero.
+	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = Duration{}, Duration{}
+	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = Duration{}, Duration{}
 	kp.ClientConnection = KPClientConnection{
 		Kubeconfig: c.Kubeconfig, QPS: c.Client.QPS, Burst: c.Client.Burst,
 		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
