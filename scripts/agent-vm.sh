@@ -160,7 +160,7 @@ kill $agent; wait $agent
 
 # A Local-policy NodePort: only the agent's record of its frontends names it.
 mkdir -p /np && cp /examples/*.yaml /np/ && cp /nodeport-local.yaml /np/
-kube-ipvs agent --manifests /np --once --hostname-override node-a --log-level warn || fail "agent --once with a NodePort exited $?"
+kube-ipvs agent --manifests /np --once --hostname-override node-a --nodeport-addresses primary --log-level warn || fail "agent --once with a NodePort exited $?"
 ipvsadm -Sn | grep -q -- '-A -t 192.168.122.10:30081 ' || fail "no NodePort virtual server: $(ipvsadm -Sn)"
 
 ipvsadm -A -t 192.0.2.1:443 -s wlc

@@ -56,7 +56,7 @@ const (
 const faultGuestScript = `set -u
 echo "cluster-vm: guest up"
 ( kube-ipvs agent --kubeconfig /etc/kube-ipvs/agent.kubeconfig --hostname-override ` + nodeName + ` \
-    --drain-timeout 0s --min-sync-period 200ms --log-level debug 2>&1; echo "agent exited: $?" ) |
+    --drain-timeout 0s --ipvs-min-sync-period 200ms --log-level debug 2>&1; echo "agent exited: $?" ) |
   while IFS= read -r l; do
     case "$l" in
     *DEBUG*'"op": "-'[aAeE]' '* | *DEBUG*'"op": "ip addr add'* | *DEBUG*'"op": "ipset add'*) ;;

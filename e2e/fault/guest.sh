@@ -135,7 +135,7 @@ deleted=0
 while [ $k -lt "$KILLS" ]; do
   k=$((k + 1))
   before=$(wc -l </proc/net/ip_vs)
-  kube-ipvs agent --manifests $M --hostname-override $NODE --log-level warn >>/tmp/agent.kill.log 2>&1 &
+  kube-ipvs agent --manifests $M --hostname-override $NODE --nodeport-addresses primary --log-level warn >>/tmp/agent.kill.log 2>&1 &
   pid=$!
   # Loading thousands of manifests takes a while under emulation: the kill
   # is timed from the first change the sync makes to the table.
@@ -167,7 +167,7 @@ total=$(grep -vc -- '->' /tmp/want)
 echo "fault-vm: after $KILLS kills and $deleted deleted Services: want $total virtual servers"
 
 t0=$(now)
-kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --debug-address $DBG >/tmp/agent.final.log 2>&1 &
+kube-ipvs agent --manifests $M --hostname-override $NODE --nodeport-addresses primary --log-level info --debug-address $DBG >/tmp/agent.final.log 2>&1 &
 pid=$!
 converged=
 # The views are asked only once the agent logs a finished sync: asking them
@@ -217,7 +217,7 @@ foreign >/tmp/foreign.after
 diff -u /tmp/foreign.before /tmp/foreign.after || fail "foreign state changed"
 echo "fault-vm: kill: foreign state intact ($(wc -l </tmp/foreign.after) lines)"
 kill -TERM $pid; wait $pid
-plan=$(kube-ipvs agent --manifests $M --hostname-override $NODE --dry-run --log-level error 2>&1) || fail "dry-run exited $?: $plan"
+plan=$(kube-ipvs agent --manifests $M --hostname-override $NODE --nodeport-addresses primary --dry-run --log-level error 2>&1) || fail "dry-run exited $?: $plan"
 [ -z "$plan" ] || fail "a restarted agent plans $(echo "$plan" | wc -l) operations: $(echo "$plan" | head -5)"
 echo "fault-vm: kill: a further restart plans zero operations"
 grep -i 'panic\|fatal' /tmp/agent.kill.log /tmp/agent.final.log && fail "panic or fatal in the agent's logs"
@@ -231,7 +231,7 @@ rm -f $M/s*.yaml
 awk 'BEGIN { for (i = 1; i <= 20; i++) print i }' | while read -r i; do
   printf 'apiVersion: v1\nkind: Service\nmetadata: {name: l%s}\nspec:\n  clusterIP: 10.96.200.%s\n  ports: [{port: 80}]\n' "$i" "$i" >$M/l$i.yaml
 done
-kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --debug-address $DBG --iptables-backend legacy --sync-period 3s >/tmp/agent.lock.log 2>&1 &
+kube-ipvs agent --manifests $M --hostname-override $NODE --nodeport-addresses primary --log-level info --debug-address $DBG --iptables-backend legacy --ipvs-sync-period 3s >/tmp/agent.lock.log 2>&1 &
 pid=$!
 i=0
 until kube-ipvs status 2>/dev/null | grep -q 'last sync .*: ok'; do
