@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -77,6 +78,9 @@ var fuzzSeeds = []fuzzSpec{
 	{typ: 2, clusterIPs: "127.0.0.1", ingress: "fe80::1%eth0", sourceRanges: "::/0", port: 80, nodePort: 22, hcNodePort: 22, etp: 2, addrs: "127.0.0.1", epPort: 8080},
 	{typ: 1, clusterIPs: "10.96.0.10", externalIPs: "0.0.0.0,224.0.0.1,169.254.1.1", port: 53, proto: 1, nodePort: 30053, addrType: 1, addrs: "fe80::2,::1,fd00::2", epPort: 53},
 	{typ: 0, clusterIPs: "010.96.0.10", externalIPs: "::ffff:192.0.2.1", port: 80, addrs: "10.244.1.2%eth0", epPort: 0},
+	// An external IP inside the excluded CIDR and one another tool serves
+	// on another port (checkPlan's node).
+	{typ: 0, clusterIPs: "10.96.0.11", externalIPs: "192.0.2.20,192.0.2.31", port: 80, addrs: "10.244.1.3", epPort: 8080},
 }
 
 // FuzzValidateTranslate: whatever validation accepts, translation does not
@@ -120,6 +124,7 @@ func (f fuzzSpec) check(t *testing.T) (valid bool, reals int) {
 	}
 	res := translate.Service(svc, slices, fuzzNode, fuzzConfig)
 	checkTranslation(t, svc, fuzzNode, res)
+	checkPlan(t, res)
 	for _, s := range res.Services {
 		reals += len(s.Reals)
 	}
@@ -204,4 +209,73 @@ func TestFuzzSeeds(t *testing.T) {
 			t.Errorf("seed %d: valid %v with %d real servers, want valid %v", i, valid, reals, want)
 		}
 	}
+}
+
+// The node the plan runs on: another tool (keepalived) serves
+// 192.0.2.30:80 and 192.0.2.31:443, and 192.0.2.16/28 is excluded.
+var (
+	fuzzForeign = []model.VSKey{
+		model.NewVSKey(model.TCP, netip.MustParseAddr("192.0.2.30"), 80),
+		model.NewVSKey(model.TCP, netip.MustParseAddr("192.0.2.31"), 443),
+	}
+	fuzzExclude = netip.MustParsePrefix("192.0.2.16/28")
+)
+
+// checkPlan plans a validated Service's translation onto a node that holds
+// another tool's virtual servers and excludes a CIDR, applies the plan to
+// that state and checks what the issue asks of every plan: never a
+// frontend inside the excluded CIDRs, never an operation on a foreign key,
+// every bound VIP with its virtual server.
+func checkPlan(t *testing.T, res translate.Result) {
+	t.Helper()
+	desired, observed := model.NewState(), model.NewState()
+	for _, svc := range res.Services {
+		desired.Services[svc.Key] = svc
+	}
+	for _, a := range res.Addrs {
+		desired.Addrs[a] = struct{}{}
+	}
+	for _, e := range res.SetEntries {
+		desired.Sets[e] = struct{}{}
+	}
+	for _, k := range fuzzForeign {
+		observed.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: "wlc"}, Reals: map[netip.AddrPort]model.RealServer{}}
+	}
+	owner := plan.NewOwner(observed, nil, plan.OwnerPolicy{NodePortRange: fuzzNodePorts,
+		Exclude: []netip.Prefix{fuzzExclude}, Families: model.Families{IPv4: true, IPv6: true}})
+	ops, _ := plan.Plan(desired, observed, owner)
+	after := observed.Clone()
+	for _, op := range ops {
+		for _, a := range []netip.Addr{op.VS.Key.Addr, op.Addr, op.Entry.Addr} {
+			if a.IsValid() && fuzzExclude.Contains(a) {
+				t.Fatalf("%s: planned inside the excluded %s", op, fuzzExclude)
+			}
+		}
+		for _, k := range fuzzForeign {
+			if op.VS.Key == k {
+				t.Fatalf("%s: an operation on another tool's virtual server", op)
+			}
+		}
+		op.ApplyTo(&after)
+	}
+	for _, k := range fuzzForeign {
+		if _, ok := after.Services[k]; !ok {
+			t.Fatalf("another tool's %s is gone", k)
+		}
+	}
+	for a := range after.Addrs {
+		if !carriesServer(after, a) {
+			t.Fatalf("VIP %s bound without a virtual server", a)
+		}
+	}
+}
+
+// carriesServer tells whether some virtual server of s has address a.
+func carriesServer(s model.State, a netip.Addr) bool {
+	for k := range s.Services {
+		if k.Addr == a {
+			return true
+		}
+	}
+	return false
 }
