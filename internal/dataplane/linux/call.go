@@ -24,8 +24,18 @@ func bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := fn()
-		done <- result{v, err}
+		var r result
+		// A panic in fn must not take the agent down. The netlink library
+		// panics when a request fails with anything but an errno (its ipset
+		// code asserts the type), which is what an abandoned call whose
+		// socket was closed under it gets: at SIGTERM, or after a timeout.
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = fmt.Errorf("kernel call panicked: %v", p)
+			}
+			done <- r
+		}()
+		r.v, r.err = fn()
 	}()
 	select {
 	case r := <-done:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -145,4 +146,29 @@ func TestAbandonedFlushSharesNothing(t *testing.T) {
 	if n != 0 || !errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPERM) {
 		t.Fatalf("the abandoned flush changed its caller's result: %d, %v", n, err)
 	}
+}
+
+// TestPanickingCallIsAnError: the netlink library panics when a request on
+// a socket closed under it fails with anything but an errno; a call that
+// panics, whether still awaited or already abandoned, is an error, not the
+// end of the agent.
+func TestPanickingCallIsAnError(t *testing.T) {
+	_, err := bounded(t.Context(), func() (int, error) { panic("interface conversion: error is *errors.errorString, not syscall.Errno") })
+	if err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("a panicking call: %v, want an error saying it panicked", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	release, finished := make(chan struct{}), make(chan struct{})
+	_, err = bounded(ctx, func() (int, error) {
+		defer close(finished)
+		cancel() // abandoned while it runs
+		<-release
+		panic("socket closed under the call")
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned call: %v", err)
+	}
+	close(release)
+	<-finished // had the panic escaped, the test binary would have died here
 }
