@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm fault-vm cluster-vm-faults demo vet fmt clean
+.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm fault-vm cluster-vm-faults bench demo vet fmt clean
 
 all: build
 
@@ -77,6 +77,14 @@ fault-vm:
 
 cluster-vm-faults:
 	KUBE_IPVS_CLUSTER_TEST=TestAgentSurvivesAPIServerFaults scripts/cluster-vm.sh
+
+# kube-ipvs beside kube-proxy (IPVS and nftables modes) at N = 1k, 5k, 10k
+# Services × 10 endpoints, in the VM against a real API server; appends a
+# section with a table and a plot to docs/benchmarks.md. Not part of `test`:
+# it takes hours at the default sizes (BENCH_N=1000 BENCH_CHANGES=20 for a
+# quick run; scripts/bench.sh lists the settings).
+bench:
+	scripts/bench.sh
 
 demo:
 	scripts/demo.sh

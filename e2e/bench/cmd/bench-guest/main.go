@@ -1,0 +1,156 @@
+// Command bench-guest is the guest side of `make bench`: in the IPVS VM it
+// runs each tool in turn on a clean kernel against the API server the host
+// filled, and measures, on its own clock, the cold start to the full table,
+// idle CPU, single endpoint changes (asked of the host, seen in the
+// kernel), a concurrent burst, CPU and peak RSS from /proc. Each tool's
+// result goes back to the host (bench-host) as JSON.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
+)
+
+const kubeconfig = "/etc/bench/kubeconfig"
+
+type settings struct {
+	ctl                                    string
+	tools                                  []string
+	changes, burst                         int
+	spacing, idle                          time.Duration
+	changeTimeout, coldTimeout, burstLimit time.Duration
+	node                                   string
+}
+
+func main() {
+	s, err := load()
+	if err != nil {
+		fmt.Println("bench-guest:", err)
+		os.Exit(2)
+	}
+	if err := run(s); err != nil {
+		fmt.Println("bench-guest:", err)
+		os.Exit(1)
+	}
+}
+
+func load() (settings, error) {
+	var s settings
+	var errs []string
+	dur := func(k string) time.Duration {
+		d, err := time.ParseDuration(os.Getenv(k))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", k, err))
+		}
+		return d
+	}
+	num := func(k string) int {
+		n, err := strconv.Atoi(os.Getenv(k))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", k, err))
+		}
+		return n
+	}
+	s.ctl = os.Getenv("BENCH_CTL")
+	s.tools = strings.Split(os.Getenv("BENCH_TOOLS"), ",")
+	s.node = os.Getenv("BENCH_NODE")
+	s.changes, s.burst = num("BENCH_CHANGES"), num("BENCH_BURST")
+	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
+	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")
+	if len(errs) > 0 {
+		return s, fmt.Errorf("settings from bench-host: %s", strings.Join(errs, "; "))
+	}
+	return s, nil
+}
+
+func run(s settings) error {
+	loadModules()
+	var plan protocol.Plan
+	if err := call("GET", s.ctl+protocol.PathPlan, nil, &plan); err != nil {
+		return err
+	}
+	if err := call("POST", s.ctl+protocol.PathGuest, aboutGuest(), nil); err != nil {
+		return err
+	}
+	fmt.Printf("bench-guest: N=%d x %d endpoints; tools %s\n", plan.N, plan.Endpoints, strings.Join(s.tools, ", "))
+	for _, name := range s.tools {
+		t := measure(s, plan, name)
+		if t.Error != "" {
+			fmt.Printf("bench-guest: %s: %s\n", name, t.Error)
+		}
+		if err := call("POST", s.ctl+protocol.PathResult, t, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadModules loads what kube-proxy's nftables mode needs beyond the VM's
+// set (the kernel would ask for most of them itself; this keeps the first
+// sync from paying for it).
+func loadModules() {
+	for _, m := range []string{"nft_numgen", "nft_fib", "nft_fib_ipv4", "nft_fib_inet", "nft_limit",
+		"nft_redir", "nft_objref", "nft_hash", "nft_ct", "nft_nat", "nft_masq", "nft_chain_nat", "nft_reject_ipv4"} {
+		_ = exec.Command("modprobe", "-q", m).Run()
+	}
+}
+
+func aboutGuest() protocol.Guest {
+	g := protocol.Guest{CPUs: runtime.NumCPU()}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		var b []byte
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		g.Kernel = string(b)
+	}
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		g.MemMB = int(uint64(si.Totalram) * uint64(si.Unit) >> 20)
+	}
+	return g
+}
+
+// call sends in (if any) as JSON and decodes the answer into out (if any).
+func call(method, url string, in, out any) error {
+	var body bytes.Buffer
+	if in != nil {
+		if err := json.NewEncoder(&body).Encode(in); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequest(method, url, &body)
+	if err != nil {
+		return err
+	}
+	c := http.Client{Timeout: 10 * time.Minute}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var msg bytes.Buffer
+		msg.ReadFrom(resp.Body)
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(msg.String()))
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
+)
+
+// observer reads one kind of kernel table.
+type observer interface {
+	full() (bool, error)                        // every Service with all its endpoints
+	seen(ch protocol.Change) (bool, error)      // one change, cheaply
+	seenAll(chs []protocol.Change) (int, error) // how many of chs, one read of everything
+	close()
+}
+
+// command runs each tool at its defaults: only what it must be told to
+// reach the API server as this node.
+func command(name, node string) ([]string, error) {
+	switch name {
+	case result.KubeProxyIPVS:
+		return []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "ipvs"}, nil
+	case result.KubeProxyNFT:
+		return []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "nftables"}, nil
+	case result.KubeIPVS:
+		return []string{"kube-ipvs", "agent", "--kubeconfig", kubeconfig, "--hostname-override", node}, nil
+	}
+	return nil, fmt.Errorf("unknown tool %q", name)
+}
+
+// kubeIPVSMetrics is the agent's default --debug-address.
+const kubeIPVSMetrics = "http://127.0.0.1:10247/metrics"
+
+func measure(s settings, plan protocol.Plan, name string) result.Tool {
+	t := result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1}
+	argv, err := command(name, s.node)
+	if err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	if err := cleanKernel(); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	var obs observer
+	if name == result.KubeProxyNFT {
+		obs = newNFTObserver(plan)
+	} else if obs, err = newIPVSObserver(plan); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	defer obs.close()
+
+	logf, err := os.Create("/tmp/" + name + ".log")
+	if err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Error = fmt.Sprintf("start %s: %v", name, err)
+		return t
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	pid := cmd.Process.Pid
+	defer func() {
+		t.Log = tail(logf.Name(), 25)
+		stop(cmd, exited)
+		if err := cleanKernel(); err != nil {
+			fmt.Printf("bench-guest: after %s: %v\n", name, err)
+		}
+	}()
+	fmt.Printf("bench-guest: %s: started (%s)\n", name, strings.Join(argv, " "))
+
+	if err := coldStart(&t, obs, pid, start, s.coldTimeout, exited); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	fmt.Printf("bench-guest: %s: full table after %.1f s, %.1f CPU-s, %.0f MB\n", name, t.ColdSeconds, t.ColdCPU, t.ColdRSSMB)
+
+	time.Sleep(5 * time.Second) // let the start's follow-up work end before the idle window
+	c0, _ := cpuSeconds(pid)
+	time.Sleep(s.idle)
+	c1, err := cpuSeconds(pid)
+	if err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	t.IdleCPU = c1 - c0
+	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s\n", name, s.idle.Seconds(), t.IdleCPU)
+
+	if err := changes(&t, s, obs, pid, name); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	fmt.Printf("bench-guest: %s: %d changes: p50 %.3f s, p99 %.3f s, max %.3f s, %d timeouts, %.2f CPU-s\n", name,
+		len(t.Latencies), result.Percentile(t.Latencies, 50), result.Percentile(t.Latencies, 99), result.Max(t.Latencies), t.Timeouts, t.ChangesCPU)
+
+	if err := burst(&t, s, obs, pid, name); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	fmt.Printf("bench-guest: %s: burst of %d converged in %.1f s (writes %.1f s), %.1f CPU-s\n", name, t.BurstCount, t.BurstSeconds, t.BurstWrite, t.BurstCPU)
+	if t.PeakRSSMB, err = peakRSSMB(pid); err != nil {
+		t.Error = err.Error()
+	}
+	return t
+}
+
+// coldStart polls the kernel until the table is full: the time is taken
+// when the read that found it full ended (the resolution is the slowest read).
+func coldStart(t *result.Tool, obs observer, pid int, start time.Time, limit time.Duration, exited chan error) error {
+	for {
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("exited before the table was full: %v", err)
+		default:
+		}
+		r0 := time.Now()
+		ok, err := obs.full()
+		now := time.Now()
+		t.ColdPolls++
+		t.ColdPollMax = max(t.ColdPollMax, now.Sub(r0).Seconds())
+		if err != nil {
+			return fmt.Errorf("read the kernel table: %w", err)
+		}
+		if ok {
+			t.ColdSeconds = now.Sub(start).Seconds()
+			cpu, err := cpuSeconds(pid)
+			if err != nil {
+				return err
+			}
+			t.ColdCPU = cpu
+			t.ColdRSSMB, err = peakRSSMB(pid)
+			return err
+		}
+		if now.Sub(start) > limit {
+			return fmt.Errorf("table not full within %s", limit)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// changes asks the host for one change at a time and times it into the
+// kernel; the next starts spacing after this one started, or when it is
+// seen if that takes longer.
+func changes(t *result.Tool, s settings, obs observer, pid int, name string) error {
+	ops0 := kernelOps(name)
+	c0, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	series := time.Now()
+	var polls []float64
+	for k := 0; k < s.changes; k++ {
+		start := time.Now()
+		var ch protocol.Change
+		if err := call("POST", s.ctl+protocol.PathChange, nil, &ch); err != nil {
+			return err
+		}
+		seen := false
+		for !seen && time.Since(start) < s.changeTimeout {
+			r0 := time.Now()
+			if seen, err = obs.seen(ch); err != nil {
+				return err
+			}
+			polls = append(polls, time.Since(r0).Seconds()*1000)
+			if !seen {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if seen {
+			t.Latencies = append(t.Latencies, time.Since(start).Seconds())
+		} else {
+			t.Timeouts++
+			fmt.Printf("bench-guest: %s: change %d (%s: %s -> %s) not seen within %s\n", name, k, ch.VIP, ch.Del, ch.Add, s.changeTimeout)
+		}
+		time.Sleep(time.Until(start.Add(s.spacing)))
+	}
+	t.ChangesWall = time.Since(series).Seconds()
+	c1, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	t.ChangesCPU = c1 - c0
+	if ops0 >= 0 && s.changes > 0 {
+		if ops1 := kernelOps(name); ops1 >= 0 {
+			t.OpsPerChange = (ops1 - ops0) / float64(s.changes)
+		}
+	}
+	sort.Float64s(polls)
+	if len(polls) > 0 {
+		t.ObservePollMs = polls[len(polls)/2]
+	}
+	return nil
+}
+
+// burst asks the host to write s.burst changes at once and waits until the
+// kernel shows them all.
+func burst(t *result.Tool, s settings, obs observer, pid int, name string) error {
+	if s.burst <= 0 {
+		return nil
+	}
+	ops0 := kernelOps(name)
+	c0, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var b protocol.Burst
+	if err := call("POST", fmt.Sprintf("%s%s?count=%d", s.ctl, protocol.PathBurst, s.burst), nil, &b); err != nil {
+		return err
+	}
+	if b.Errors > 0 {
+		return fmt.Errorf("the API server refused %d of the burst's %d writes", b.Errors, s.burst)
+	}
+	t.BurstCount, t.BurstWrite, t.BurstSeconds = len(b.Changes), b.WriteSeconds, -1
+	for time.Since(start) < s.burstLimit {
+		r0 := time.Now()
+		n, err := obs.seenAll(b.Changes)
+		if err != nil {
+			return err
+		}
+		t.BurstPollMax = max(t.BurstPollMax, time.Since(r0).Seconds())
+		if n == len(b.Changes) {
+			t.BurstSeconds = time.Since(start).Seconds()
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if t.BurstSeconds < 0 {
+		fmt.Printf("bench-guest: %s: burst not converged within %s\n", name, s.burstLimit)
+	}
+	c1, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	t.BurstCPU = c1 - c0
+	if ops0 >= 0 {
+		if ops1 := kernelOps(name); ops1 >= 0 {
+			t.BurstOps = ops1 - ops0
+		}
+	}
+	return nil
+}
+
+// kernelOps sums kube_ipvs_operations_total on the agent's /metrics: the
+// kernel operations (one netlink request each) it sent. -1 for other
+// tools, or if unreadable.
+func kernelOps(name string) float64 {
+	if name != result.KubeIPVS {
+		return -1
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(kubeIPVSMetrics)
+	if err != nil {
+		fmt.Printf("bench-guest: read %s: %v\n", kubeIPVSMetrics, err)
+		return -1
+	}
+	defer resp.Body.Close()
+	return sumCounter(resp.Body, "kube_ipvs_operations_total")
+}
+
+// sumCounter adds up every sample of metric in a Prometheus text exposition.
+func sumCounter(r io.Reader, metric string) float64 {
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, metric+"{") && !strings.HasPrefix(l, metric+" ") {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return -1
+	}
+	return sum
+}
+
+func stop(cmd *exec.Cmd, exited chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// cleanKernel removes what any of the tools leaves: virtual servers, every
+// nftables table (iptables-nft's included), ipsets, the VIP link,
+// conntrack entries; then checks IPVS and nftables are empty.
+func cleanKernel() error {
+	for _, c := range [][]string{
+		{"ipvsadm", "-C"}, {"nft", "flush", "ruleset"}, {"ipset", "destroy"},
+		{"ip", "link", "del", "kube-ipvs0"}, {"conntrack", "-F"},
+	} {
+		_ = exec.Command(c[0], c[1:]...).Run()
+	}
+	t, err := readProcIPVS()
+	if err != nil {
+		return err
+	}
+	if len(t) > 0 {
+		return fmt.Errorf("kernel not clean: %d virtual servers left", len(t))
+	}
+	if out, err := nft("list", "ruleset"); err != nil || strings.TrimSpace(out) != "" {
+		return fmt.Errorf("kernel not clean: nftables ruleset %q (%v)", out, err)
+	}
+	return nil
+}
+
+// tail is the last n lines of a file.
+func tail(path string, n int) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}

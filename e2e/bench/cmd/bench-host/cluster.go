@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
+)
+
+const namespace = "default"
+
+// cluster is the host's copy of what it wrote: it is the only writer, so it
+// updates slices without reading them back.
+type cluster struct {
+	cs        kubernetes.Interface
+	n, eps    int
+	mu        sync.Mutex
+	slices    []*discoveryv1.EndpointSlice // index: the Service
+	replaced  []int                        // per Service: changes so far (the next endpoint to replace)
+	nextFresh int
+	nextSvc   int // changes so far: picks the next Service
+	stride    int // coprime with n: consecutive changes hit different Services
+}
+
+func newCluster(cs kubernetes.Interface, n, eps int) *cluster {
+	stride := 7919 // prime
+	if n%stride == 0 {
+		stride = 1
+	}
+	return &cluster{cs: cs, n: n, eps: eps, slices: make([]*discoveryv1.EndpointSlice, n), replaced: make([]int, n), stride: stride}
+}
+
+// fill writes the Node, N Services and N EndpointSlices, 32 writers at once.
+func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
+	if c.n > protocol.MaxServices {
+		return fmt.Errorf("N=%d: the address plan holds %d Services", c.n, protocol.MaxServices)
+	}
+	if c.eps > 16 {
+		return fmt.Errorf("%d endpoints per Service: the address plan holds 16", c.eps)
+	}
+	n, err := c.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create Node %s: %w", node, err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}
+	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set Node %s addresses: %w", node, err)
+	}
+	return parallel(c.n, 32, func(i int) error {
+		if _, err := c.cs.CoreV1().Services(namespace).Create(ctx, service(i), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create Service %s: %w", protocol.ServiceName(i), err)
+		}
+		var addrs []string
+		for j := 0; j < c.eps; j++ {
+			addrs = append(addrs, protocol.Endpoint(i, j).String())
+		}
+		s, err := c.cs.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice(i, addrs), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create EndpointSlice for %s: %w", protocol.ServiceName(i), err)
+		}
+		c.mu.Lock()
+		c.slices[i] = s
+		c.mu.Unlock()
+		return nil
+	})
+}
+
+// parallel runs f(0..n-1) on w workers and returns the first error.
+func parallel(n, w int, f func(i int) error) error {
+	idx := make(chan int)
+	errs := make(chan error, w)
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+feed:
+	for i := 0; i < n; i++ {
+		select {
+		case idx <- i:
+		case first = <-errs:
+			break feed
+		}
+	}
+	close(idx)
+	wg.Wait()
+	if first == nil {
+		select {
+		case first = <-errs:
+		default:
+		}
+	}
+	return first
+}
+
+func service(i int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: protocol.ServiceName(i), Namespace: namespace},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: protocol.VIP(i).String(),
+			Ports: []corev1.ServicePort{{Name: protocol.PortName, Protocol: corev1.ProtocolTCP,
+				Port: protocol.Port, TargetPort: intstr.FromInt32(protocol.TargetPort)}},
+		},
+	}
+}
+
+func slice(i int, addrs []string) *discoveryv1.EndpointSlice {
+	ready, proto, port, name := true, corev1.ProtocolTCP, int32(protocol.TargetPort), protocol.PortName
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: protocol.ServiceName(i) + "-1", Namespace: namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: protocol.ServiceName(i)},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+	}
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+	}
+	return s
+}
+
+// next reserves the next change: which Service, which endpoint goes, which
+// comes. The write happens in apply.
+func (c *cluster) next() (protocol.Change, *discoveryv1.EndpointSlice) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := (c.nextSvc * c.stride) % c.n
+	c.nextSvc++
+	cur := c.slices[i]
+	pos := c.replaced[i] % len(cur.Endpoints)
+	c.replaced[i]++
+	fresh := protocol.Fresh(c.nextFresh).String()
+	c.nextFresh++
+	next := cur.DeepCopy()
+	ch := protocol.Change{Index: i, Name: cur.Name, VIP: protocol.VIP(i).String(), Del: next.Endpoints[pos].Addresses[0], Add: fresh}
+	next.Endpoints[pos].Addresses = []string{fresh}
+	c.slices[i] = next // the next change to this Service builds on this one
+	return ch, next
+}
+
+// apply writes one reserved change and keeps the stored object current.
+func (c *cluster) apply(ctx context.Context, ch protocol.Change, s *discoveryv1.EndpointSlice) error {
+	got, err := c.cs.DiscoveryV1().EndpointSlices(namespace).Update(ctx, s, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("update EndpointSlice %s (%s -> %s): %w", ch.Name, ch.Del, ch.Add, err)
+	}
+	c.mu.Lock()
+	c.slices[ch.Index] = got
+	c.mu.Unlock()
+	return nil
+}
+
+// burst reserves k changes (distinct Services) and writes them all at once.
+func (c *cluster) burst(ctx context.Context, k int) protocol.Burst {
+	type item struct {
+		ch protocol.Change
+		s  *discoveryv1.EndpointSlice
+	}
+	items := make([]item, k)
+	for i := range items {
+		items[i].ch, items[i].s = c.next()
+	}
+	var b protocol.Burst
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, it := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.apply(ctx, it.ch, it.s)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				b.Errors++
+				return
+			}
+			b.Changes = append(b.Changes, it.ch)
+		}()
+	}
+	wg.Wait()
+	b.WriteSeconds = time.Since(start).Seconds()
+	return b
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
+)
+
+// control answers bench-guest: the plan, changes written on request, and
+// the results it reports.
+type control struct {
+	cl  *cluster
+	mu  sync.Mutex // guards rec
+	rec *result.Run
+}
+
+func (c *control) mux(ctx context.Context) *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("GET "+protocol.PathPlan, func(w http.ResponseWriter, r *http.Request) {
+		p := protocol.Plan{N: c.cl.n, Endpoints: c.cl.eps}
+		for i := 0; i < c.cl.n; i++ {
+			p.VIPs = append(p.VIPs, protocol.VIP(i).String())
+		}
+		reply(w, p)
+	})
+	m.HandleFunc("POST "+protocol.PathChange, func(w http.ResponseWriter, r *http.Request) {
+		ch, s := c.cl.next()
+		if err := c.cl.apply(ctx, ch, s); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		reply(w, ch)
+	})
+	m.HandleFunc("POST "+protocol.PathBurst, func(w http.ResponseWriter, r *http.Request) {
+		k, err := strconv.Atoi(r.URL.Query().Get("count"))
+		if err != nil || k < 1 || k > c.cl.n {
+			http.Error(w, fmt.Sprintf("count: want 1..%d", c.cl.n), http.StatusBadRequest)
+			return
+		}
+		b := c.cl.burst(ctx, k)
+		fmt.Printf("bench-host: burst of %d written in %.2f s (%d refused)\n", k, b.WriteSeconds, b.Errors)
+		reply(w, b)
+	})
+	m.HandleFunc("POST "+protocol.PathResult, func(w http.ResponseWriter, r *http.Request) {
+		var t result.Tool
+		if err := json.NewDecoder(r.Body).Decode(&t); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		c.rec.Tools = append(c.rec.Tools, t)
+		c.mu.Unlock()
+		fmt.Printf("bench-host: result for %s received\n", t.Name)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST "+protocol.PathGuest, func(w http.ResponseWriter, r *http.Request) {
+		var g protocol.Guest
+		if err := json.NewDecoder(r.Body).Decode(&g); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		c.rec.GuestKernel, c.rec.GuestCPUs, c.rec.GuestMemMB = g.Kernel, g.CPUs, g.MemMB
+		if g.Notes != "" {
+			c.rec.Notes = append(c.rec.Notes, g.Notes)
+		}
+		c.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return m
+}
+
+func reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}

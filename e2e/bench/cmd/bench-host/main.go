@@ -1,0 +1,238 @@
+// Command bench-host is the host side of `make bench` at one N: it fills the
+// API server (N Services × E endpoints), boots the IPVS VM with the tools and
+// bench-guest, makes the endpoint changes bench-guest asks for (so every
+// write comes from the host, and every time is taken on the guest's clock),
+// and writes what the guest measured, with the run's context, as JSON.
+//
+// It runs under scripts/apiserver/run.sh, which provides the API server.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
+)
+
+// What the guest sees of the host (scripts/vm guest forwards).
+const (
+	guestAPIPort = 6443
+	guestCtlPort = 7000
+	nodeName     = "kube-ipvs-vm" // the guest's hostname (scripts/vm/init.sh)
+	nodeIP       = "10.0.2.15"    // the guest's eth0
+)
+
+type options struct {
+	n, endpoints, changes, burst, memMB int
+	spacing, idle                       time.Duration
+	changeTimeout, coldTimeout          time.Duration
+	burstTimeout, vmTimeout             time.Duration
+	tools, out, root, binDir            string
+	adds                                multiFlag
+	versions                            result.Versions
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 1000, "Services")
+	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per Service")
+	flag.IntVar(&o.changes, "changes", 100, "single endpoint changes per tool")
+	flag.DurationVar(&o.spacing, "spacing", 2*time.Second, "start-to-start spacing of the single changes")
+	flag.IntVar(&o.burst, "burst", 1000, "changes in the concurrent burst (at most N)")
+	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle CPU window")
+	flag.DurationVar(&o.changeTimeout, "change-timeout", 60*time.Second, "a single change not seen by then counts as a timeout")
+	flag.DurationVar(&o.coldTimeout, "cold-timeout", 15*time.Minute, "cold start bound")
+	flag.DurationVar(&o.burstTimeout, "burst-timeout", 5*time.Minute, "burst convergence bound")
+	flag.DurationVar(&o.vmTimeout, "vm-timeout", 3*time.Hour, "the whole VM run")
+	flag.IntVar(&o.memMB, "mem", 2048, "guest RAM in MB")
+	flag.StringVar(&o.tools, "tools", strings.Join([]string{result.KubeProxyIPVS, result.KubeProxyNFT, result.KubeIPVS}, ","), "tools, in order")
+	flag.StringVar(&o.out, "out", "", "write the run's JSON here")
+	flag.StringVar(&o.root, "root", ".", "the repository (for scripts/vm/run.sh)")
+	flag.StringVar(&o.binDir, "bin", "", "folder holding kube-ipvs, kube-proxy and bench-guest (static)")
+	flag.Var(&o.adds, "add", "HOSTPATH:GUESTPATH for the VM (repeatable), e.g. nft and its libraries")
+	flag.StringVar(&o.versions.KubeIPVS, "version-kube-ipvs", "", "for the report")
+	flag.StringVar(&o.versions.KubeProxy, "version-kube-proxy", "", "for the report")
+	flag.StringVar(&o.versions.KubeAPIServer, "version-apiserver", "", "for the report")
+	flag.StringVar(&o.versions.Nft, "version-nft", "", "for the report")
+	flag.Parse()
+	if o.out == "" || o.binDir == "" {
+		fmt.Fprintln(os.Stderr, "bench-host: --out and --bin are required")
+		os.Exit(2)
+	}
+	if o.burst > o.n {
+		o.burst = o.n
+	}
+	o.versions.Go = runtime.Version()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-host:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	start := time.Now()
+	rec := result.Run{
+		N: o.n, EndpointsPerSvc: o.endpoints, Started: start.UTC(), Machine: machine(),
+		Versions: o.versions, ChangesRequested: o.changes, ChangeSpacing: o.spacing.Seconds(),
+		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(),
+	}
+	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
+	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
+	if kubeconfig == "" || apiPort == "" {
+		return fmt.Errorf("needs KUBE_IPVS_ADMIN_KUBECONFIG and KUBE_IPVS_APISERVER_PORT: run under scripts/apiserver/run.sh")
+	}
+	cs, err := adminClient(kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.vmTimeout+30*time.Minute)
+	defer cancel()
+
+	cl := newCluster(cs, o.n, o.endpoints)
+	fillStart := time.Now()
+	if err := cl.fill(ctx, nodeName, nodeIP); err != nil {
+		return fmt.Errorf("fill the API server: %w", err)
+	}
+	rec.FillSeconds = time.Since(fillStart).Seconds()
+	fmt.Printf("bench-host: N=%d: %d Services and EndpointSlices written in %.1f s\n", o.n, o.n, rec.FillSeconds)
+
+	work, err := os.MkdirTemp("", "bench-host-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	guestKC := filepath.Join(work, "kubeconfig")
+	if err := guestKubeconfig(kubeconfig, guestKC, fmt.Sprintf("https://10.0.2.100:%d", guestAPIPort)); err != nil {
+		return err
+	}
+
+	ctl := &control{cl: cl, rec: &rec}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen for the guest: %w", err)
+	}
+	srv := &http.Server{Handler: ctl.mux(ctx)}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	if err := bootVM(ctx, o, apiPort, ln.Addr().(*net.TCPAddr).Port, guestKC); err != nil {
+		rec.Notes = append(rec.Notes, "VM: "+err.Error())
+		fmt.Fprintln(os.Stderr, "bench-host:", err)
+	}
+	rec.WallSeconds = time.Since(start).Seconds()
+	ctl.mu.Lock()
+	data, err := json.MarshalIndent(rec, "", "  ")
+	ctl.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.out, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	fmt.Printf("bench-host: N=%d done in %.0f s; %d tools measured; results in %s\n", o.n, rec.WallSeconds, len(rec.Tools), o.out)
+	if len(rec.Tools) == 0 {
+		return fmt.Errorf("the guest reported no tool")
+	}
+	return nil
+}
+
+func adminClient(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", kubeconfig, err)
+	}
+	// The burst is written concurrently: no client-side rate limit.
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	cfg.Timeout = 60 * time.Second
+	return kubernetes.NewForConfig(cfg)
+}
+
+// guestKubeconfig rewrites the admin kubeconfig for the guest: same
+// credentials, the API server as the guest reaches it (the serving
+// certificate names 127.0.0.1, so TLS is not verified).
+func guestKubeconfig(src, dst, server string) error {
+	cfg, err := clientcmd.LoadFromFile(src)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", src, err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+		c.InsecureSkipTLSVerify = true
+		c.CertificateAuthorityData, c.CertificateAuthority = nil, ""
+	}
+	return clientcmd.WriteToFile(*cfg, dst)
+}
+
+func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubeconfig string) error {
+	args := []string{
+		"--timeout", fmt.Sprint(int(o.vmTimeout.Seconds())), "--mem", fmt.Sprint(o.memMB),
+		"--fwd", fmt.Sprintf("%d:%s", guestAPIPort, apiPort),
+		"--fwd", fmt.Sprintf("%d:%d", guestCtlPort, ctlPort),
+		"--add", filepath.Join(o.binDir, "kube-ipvs") + ":/usr/local/bin/kube-ipvs",
+		"--add", filepath.Join(o.binDir, "kube-proxy") + ":/usr/local/bin/kube-proxy",
+		"--add", filepath.Join(o.binDir, "bench-guest") + ":/usr/local/bin/bench-guest",
+		"--add", kubeconfig + ":/etc/bench/kubeconfig",
+	}
+	for _, a := range o.adds {
+		args = append(args, "--add", a)
+	}
+	for k, v := range map[string]string{
+		"BENCH_CTL":            fmt.Sprintf("http://10.0.2.100:%d", guestCtlPort),
+		"BENCH_TOOLS":          o.tools,
+		"BENCH_CHANGES":        fmt.Sprint(o.changes),
+		"BENCH_SPACING":        o.spacing.String(),
+		"BENCH_BURST":          fmt.Sprint(o.burst),
+		"BENCH_IDLE":           o.idle.String(),
+		"BENCH_CHANGE_TIMEOUT": o.changeTimeout.String(),
+		"BENCH_COLD_TIMEOUT":   o.coldTimeout.String(),
+		"BENCH_BURST_TIMEOUT":  o.burstTimeout.String(),
+		"BENCH_NODE":           nodeName,
+	} {
+		args = append(args, "--env", k+"="+v)
+	}
+	args = append(args, "--", "/usr/local/bin/bench-guest")
+	cmd := exec.CommandContext(ctx, filepath.Join(o.root, "scripts", "vm", "run.sh"), args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// run.sh runs qemu under timeout(1): stop the whole group, or qemu outlives us.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("scripts/vm/run.sh: %w", err)
+	}
+	return nil
+}
+
+func machine() result.Machine {
+	m := result.Machine{NProc: runtime.NumCPU()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.Load1 = strings.Join(strings.Fields(string(data))[:3], " ")
+	}
+	return m
+}

@@ -1,0 +1,85 @@
+// Package protocol is what bench-guest and bench-host say to each other over
+// the VM's forward to the host (HTTP + JSON): the guest asks for a change,
+// the host writes it to the API server and answers what the kernel should
+// now show. The address plan is here too, so both sides agree on it.
+package protocol
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Paths the host serves.
+const (
+	PathPlan   = "/plan"   // GET: Plan
+	PathChange = "/change" // POST: one change written, Change back
+	PathBurst  = "/burst"  // POST ?count=K: K changes written concurrently, Burst back
+	PathResult = "/result" // POST: one result.Tool
+	PathGuest  = "/guest"  // POST: Guest
+)
+
+// Service port: every bench Service is TCP Port -> TargetPort, port name PortName.
+const (
+	Port       = 80
+	TargetPort = 8080
+	PortName   = "http"
+)
+
+// Plan is the fixed part of the run.
+type Plan struct {
+	N         int      `json:"n"`
+	Endpoints int      `json:"endpoints"` // per Service
+	VIPs      []string `json:"vips"`      // index: the Service
+}
+
+// Change is one EndpointSlice write: in Service Index, Del replaced by Add.
+type Change struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	VIP   string `json:"vip"`
+	Add   string `json:"add"`
+	Del   string `json:"del"`
+}
+
+// Burst is a set of changes written concurrently.
+type Burst struct {
+	Changes      []Change `json:"changes"`
+	WriteSeconds float64  `json:"write_s"` // first write sent to last acknowledged
+	Errors       int      `json:"errors"`  // writes the API server refused
+}
+
+// Guest is what the guest knows about itself.
+type Guest struct {
+	Kernel string `json:"kernel"`
+	CPUs   int    `json:"cpus"`
+	MemMB  int    `json:"mem_mb"`
+	Notes  string `json:"notes,omitempty"`
+}
+
+// ServiceName of Service i.
+func ServiceName(i int) string { return fmt.Sprintf("bench-%05d", i) }
+
+var (
+	vipBase   = netip.MustParseAddr("10.96.1.0")  // in the API server's 10.96.0.0/16, clear of 10.96.0.1
+	epBase    = netip.MustParseAddr("10.128.0.0") // initial endpoints: 16 per Service
+	freshBase = netip.MustParseAddr("10.64.0.0")  // endpoints changes bring in
+)
+
+// MaxServices the address plan holds (the Service CIDR is a /16).
+const MaxServices = 65535 - 256 - 1
+
+// VIP of Service i.
+func VIP(i int) netip.Addr { return add(vipBase, uint32(i)) }
+
+// Endpoint j (< 16) of Service i as created.
+func Endpoint(i, j int) netip.Addr { return add(epBase, uint32(i*16+j)) }
+
+// Fresh is the k-th endpoint a change brings in (10.64.0.0/11: apart from the rest).
+func Fresh(k int) netip.Addr { return add(freshBase, uint32(k+1)) }
+
+func add(a netip.Addr, n uint32) netip.Addr {
+	b := a.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += n
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}

@@ -1,0 +1,128 @@
+// Package result holds what one `make bench` run measures: the guest fills
+// it in per tool, the host driver adds the run's context, and the report
+// reads it back. JSON, so a run's raw numbers can be kept next to the doc.
+package result
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Tools, in the order a run measures them.
+const (
+	KubeProxyIPVS = "kube-proxy-ipvs"
+	KubeProxyNFT  = "kube-proxy-nftables"
+	KubeIPVS      = "kube-ipvs"
+)
+
+// Run is one VM boot at one N: every tool, one after the other.
+type Run struct {
+	N                int       `json:"n"`
+	EndpointsPerSvc  int       `json:"endpoints_per_service"`
+	Started          time.Time `json:"started"`
+	WallSeconds      float64   `json:"wall_seconds"`      // host: fill + boot + every tool
+	FillSeconds      float64   `json:"fill_seconds"`      // host: Services and EndpointSlices written
+	Machine          Machine   `json:"machine"`           // the host
+	Versions         Versions  `json:"versions"`          // host and guest
+	ChangesRequested int       `json:"changes_requested"` // per tool
+	ChangeSpacing    float64   `json:"change_spacing_s"`  // start to start
+	BurstRequested   int       `json:"burst_requested"`   // changes in the burst
+	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
+	Tools            []Tool    `json:"tools"`             // in the order measured
+	Notes            []string  `json:"notes,omitempty"`   // anything that went wrong around the tools
+	GuestKernel      string    `json:"guest_kernel"`      // uname -r in the VM
+	GuestCPUs        int       `json:"guest_cpus"`        // in the VM
+	GuestMemMB       int       `json:"guest_mem_mb"`      // in the VM
+}
+
+// Machine is the host the VM ran on.
+type Machine struct {
+	NProc    int    `json:"nproc"`
+	CPUModel string `json:"cpu_model"`
+	Load1    string `json:"load_at_start"` // /proc/loadavg when the run began: how shared the machine was
+}
+
+// Versions of everything in the comparison.
+type Versions struct {
+	KubeIPVS      string `json:"kube_ipvs"`
+	KubeProxy     string `json:"kube_proxy"`
+	KubeAPIServer string `json:"kube_apiserver"`
+	Nft           string `json:"nft"`
+	Go            string `json:"go"`
+}
+
+// Tool is everything measured for one tool at one N.
+type Tool struct {
+	Name  string   `json:"name"`
+	Error string   `json:"error,omitempty"` // the measurement could not finish
+	Log   []string `json:"log_tail,omitempty"`
+
+	// Cold start: process start to the full table in the kernel.
+	ColdSeconds float64 `json:"cold_s"`
+	ColdCPU     float64 `json:"cold_cpu_s"`    // utime+stime, children included
+	ColdRSSMB   float64 `json:"cold_rss_mb"`   // VmHWM when the table was full
+	ColdPolls   int     `json:"cold_polls"`    // kernel reads while waiting
+	ColdPollMax float64 `json:"cold_poll_max"` // slowest single read: the resolution
+
+	// Idle: CPU over a window with no change at all, after the cold start.
+	IdleCPU float64 `json:"idle_cpu_s"`
+
+	// One endpoint change at a time, spaced; latency = API write sent to
+	// the change seen in the kernel. A change not seen within the timeout
+	// counts as a timeout (not in Latencies).
+	Latencies     []float64 `json:"latencies_s"`
+	Timeouts      int       `json:"timeouts"`
+	ChangesCPU    float64   `json:"changes_cpu_s"`   // over the whole series
+	ChangesWall   float64   `json:"changes_wall_s"`  // the series' duration
+	OpsPerChange  float64   `json:"ops_per_change"`  // kube-ipvs: kernel operations per change (-1: not known)
+	ObservePollMs float64   `json:"observe_poll_ms"` // median time of one single-service kernel read
+
+	// A burst of changes written concurrently: first write sent to all seen.
+	BurstCount   int     `json:"burst_count"`
+	BurstWrite   float64 `json:"burst_write_s"` // host: all writes acknowledged
+	BurstSeconds float64 `json:"burst_s"`       // -1: not converged within the timeout
+	BurstCPU     float64 `json:"burst_cpu_s"`
+	BurstOps     float64 `json:"burst_ops"` // kube-ipvs: kernel operations for the burst (-1: not known)
+	BurstPollMax float64 `json:"burst_poll_max_s"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"` // VmHWM at the end
+}
+
+// Percentile is the nearest-rank percentile (p in 0..100) of xs; NaN if empty.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	if rank < 1 {
+		rank = 1
+	}
+	if rank > len(s) {
+		rank = len(s)
+	}
+	return s[rank-1]
+}
+
+// Max of xs; NaN if empty.
+func Max(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	m := xs[0]
+	for _, x := range xs[1:] {
+		m = math.Max(m, x)
+	}
+	return m
+}
+
+// Find returns the tool named name, if measured.
+func (r Run) Find(name string) (Tool, bool) {
+	for _, t := range r.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}

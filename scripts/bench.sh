@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench.sh (`make bench`): kube-ipvs side by side with kube-proxy in its IPVS
+# and nftables modes, on a real IPVS kernel against a real kube-apiserver.
+# Not part of `make test`: it takes long and its numbers depend on the machine.
+#
+# Per N (one fresh API server and one VM boot each): the host fills the API
+# server with N Services × 10 endpoints (e2e/bench/cmd/bench-host), then in
+# the VM each tool runs in turn on a cleaned kernel (e2e/bench/cmd/bench-guest)
+# and is measured: cold start to the full table (time, CPU, RSS), idle CPU,
+# single endpoint changes (p50/p99/max), a burst of concurrent changes, and
+# for kube-ipvs its kernel operations per change. The run's section (one
+# table with ratios, the goals of issue 12, a PNG plot) is appended to
+# docs/benchmarks.md; the plot and the raw JSON go to docs/benchmarks/.
+#
+# Settings (environment):
+#   BENCH_N               N list, comma-separated (default 1000,5000,10000)
+#   BENCH_CHANGES         single changes per tool (default 100)
+#   BENCH_SPACING         start-to-start spacing of single changes (default 2s)
+#   BENCH_BURST           changes in the concurrent burst (default 1000)
+#   BENCH_IDLE            idle window (default 60s)
+#   BENCH_CHANGE_TIMEOUT  a change not seen by then is counted as never seen (default 60s)
+#   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
+#   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
+# A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ns=${BENCH_N:-1000,5000,10000}
+changes=${BENCH_CHANGES:-100}
+spacing=${BENCH_SPACING:-2s}
+burst=${BENCH_BURST:-1000}
+idle=${BENCH_IDLE:-60s}
+change_timeout=${BENCH_CHANGE_TIMEOUT:-60s}
+tools=${BENCH_TOOLS:-kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs}
+doc=${BENCH_DOC:-$root/docs/benchmarks.md}
+log() { echo "bench: $*" >&2; }
+
+[ "$(id -u)" = 0 ] || { log "must run as root (the VM scripts install packages)"; exit 2; }
+t0=$(date +%s)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# kube-apiserver, etcd and kube-proxy at the client-go release (cached after the first build).
+bin=$("$root/scripts/apiserver/build.sh")
+# kube-proxy's nftables mode runs the nft tool: the VM gets the host's, with its libraries.
+if ! command -v nft >/dev/null; then
+  log "installing nftables (the nft tool)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >&2 ||
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >&2; }
+fi
+nft_bin=$(command -v nft)
+adds=(--add "$nft_bin:/usr/sbin/nft")
+for lib in $(ldd "$nft_bin" | grep -o '/[^ ]*'); do
+  case "$lib" in */libc.so.* | */ld-linux*) continue ;; esac # the VM's base has them
+  adds+=(--add "$(readlink -f "$lib"):$lib")
+done
+
+mkdir -p "$work/bin"
+cp "$bin/kube-proxy" "$work/bin/kube-proxy"
+version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/bin/kube-ipvs" ./cmd/kube-ipvs)
+(cd "$root/e2e/bench" && CGO_ENABLED=0 go build -trimpath -o "$work/bin/bench-guest" ./cmd/bench-guest &&
+  go build -o "$work/bench-host" ./cmd/bench-host && go build -o "$work/bench-report" ./cmd/bench-report)
+log "tools and drivers ready ($(($(date +%s) - t0)) s)"
+
+stamp=$(date -u +%Y%m%dT%H%MZ)
+outdir=$(dirname "$doc")/benchmarks
+mkdir -p "$outdir"
+results=()
+IFS=, read -r -a nlist <<<"$ns"
+for n in "${nlist[@]}"; do
+  out="$outdir/$stamp-n$n.json"
+  log "N=$n: API server, fill, VM with ${tools//,/, } ($(date -u +%H:%M:%S) UTC)"
+  tn=$(date +%s)
+  if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
+    --n "$n" --changes "$changes" --spacing "$spacing" --burst "$burst" --idle "$idle" \
+    --change-timeout "$change_timeout" --tools "$tools" --out "$out" "${adds[@]}" \
+    --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
+    --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
+    --version-nft "$(nft --version | awk '{print $2}')"; then
+    :
+  else
+    log "N=$n: bench-host failed (status $?)"
+  fi
+  [ -f "$out" ] && results+=("$out")
+  log "N=$n: $(($(date +%s) - tn)) s"
+done
+[ ${#results[@]} -gt 0 ] || { log "no results"; exit 1; }
+
+wall=$(($(date +%s) - t0))
+if [ ! -f "$doc" ]; then
+  cat >"$doc" <<'HEAD'
+# Benchmarks: kube-ipvs beside kube-proxy (IPVS and nftables modes)
+
+Written by `make bench` (scripts/bench.sh; the drivers are in e2e/bench). Each run
+appends a section. Every number comes from a VM with a software-emulated CPU on a
+machine shared with other work: absolute values are slow and noisy, and only numbers
+from the same run (same boot, same N, tools one after the other on a cleaned kernel)
+may be compared with each other.
+
+What is measured, per tool and N (N Services × 10 endpoints, written by the host
+before the VM boots; each tool at its defaults, told only the kubeconfig and node name):
+
+- **cold start**: process start to the whole table in the kernel (IPVS: every Service's
+  10 endpoints at a weight above 0 in `/proc/net/ip_vs`; nftables mode: every ClusterIP in
+  `service-ips` and every service chain's numgen map holding its 10 endpoints), with the
+  CPU time the process and its waited-for children used by then, and its peak RSS (VmHWM).
+- **idle CPU**: CPU time over the idle window, starting 5 s after the cold start.
+- **one change**: the host replaces one endpoint of one Service (an EndpointSlice
+  update) when the guest asks; latency is from the guest's request to the kernel
+  showing the new endpoint taking traffic and the old one not (IPVS: the virtual
+  server's destinations over netlink, the old one gone or at weight 0; nftables mode:
+  `nft list chain` of the Service's chain, its numgen map). Changes are spaced (start
+  to start) and hit different Services. **CPU per change** is the CPU of the whole
+  series divided by the changes, background work included.
+- **burst**: that many changes (distinct Services) written concurrently by the host;
+  time from the request to the kernel showing all of them.
+- **kernel operations per change** (kube-ipvs only): the change series' delta of
+  `kube_ipvs_operations_total` on the agent's /metrics, divided by the changes: each
+  is one netlink request (reads of the kernel during resyncs are not counted).
+
+HEAD
+fi
+{
+  echo
+  "$work/bench-report" --png "$outdir/$stamp.png" --png-ref "benchmarks/$stamp.png" --wall "${wall}s" "${results[@]}"
+} >>"$doc"
+log "appended to $doc; plot $outdir/$stamp.png; raw ${results[*]}; ${wall} s in all"
