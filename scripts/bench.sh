@@ -14,7 +14,7 @@
 #
 # Settings (environment):
 #   BENCH_N               N list, comma-separated (default 1000,5000,10000)
-#   BENCH_CHANGES         single changes per tool (default 100)
+#   BENCH_CHANGES         single changes per tool (default 100), or per N: 1000:100,5000:30
 #   BENCH_SPACING         start-to-start spacing of single changes (default 2s)
 #   BENCH_BURST           changes in the concurrent burst (default 1000)
 #   BENCH_IDLE            idle window (default 60s)
@@ -22,6 +22,8 @@
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 # A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
+# (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer
+# changes there keep a run within hours, e.g. BENCH_CHANGES=1000:100,5000:30,10000:20)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +36,19 @@ change_timeout=${BENCH_CHANGE_TIMEOUT:-60s}
 tools=${BENCH_TOOLS:-kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs}
 doc=${BENCH_DOC:-$root/docs/benchmarks.md}
 log() { echo "bench: $*" >&2; }
+
+# changes_for N: BENCH_CHANGES is one count, or N:count pairs (100 if N is not listed).
+changes_for() {
+  case "$changes" in
+  *:*)
+    local pair
+    for pair in ${changes//,/ }; do
+      [ "${pair%%:*}" = "$1" ] && { echo "${pair#*:}"; return; }
+    done
+    echo 100 ;;
+  *) echo "$changes" ;;
+  esac
+}
 
 [ "$(id -u)" = 0 ] || { log "must run as root (the VM scripts install packages)"; exit 2; }
 t0=$(date +%s)
@@ -73,7 +88,7 @@ for n in "${nlist[@]}"; do
   log "N=$n: API server, fill, VM with ${tools//,/, } ($(date -u +%H:%M:%S) UTC)"
   tn=$(date +%s)
   if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
-    --n "$n" --changes "$changes" --spacing "$spacing" --burst "$burst" --idle "$idle" \
+    --n "$n" --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
     --change-timeout "$change_timeout" --tools "$tools" --out "$out" "${adds[@]}" \
     --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
     --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \

@@ -25,8 +25,12 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 	v := first.Versions
 	fmt.Fprintf(&b, "- Versions: kube-ipvs %s; kube-proxy %s; kube-apiserver %s; nft %s (kube-proxy's nftables mode); bench built with %s.\n",
 		v.KubeIPVS, v.KubeProxy, v.KubeAPIServer, v.Nft, v.Go)
-	fmt.Fprintf(&b, "- Load: N Services × %d endpoints; %d single changes per tool, spaced %.0f s; a burst of %d concurrent changes; idle window %.0f s.\n",
-		first.EndpointsPerSvc, first.ChangesRequested, first.ChangeSpacing, first.BurstRequested, first.IdleSeconds)
+	var counts []string
+	for _, r := range runs {
+		counts = append(counts, fmt.Sprintf("%d at N = %s", r.ChangesRequested, shortN(r.N)))
+	}
+	fmt.Fprintf(&b, "- Load: N Services × %d endpoints; single changes per tool spaced %.0f s (%s); a burst of %d concurrent changes; idle window %.0f s.\n",
+		first.EndpointsPerSvc, first.ChangeSpacing, strings.Join(counts, ", "), first.BurstRequested, first.IdleSeconds)
 	var ns []string
 	for _, r := range runs {
 		ns = append(ns, fmt.Sprintf("N = %s: %.0f s (fill %.0f s)", shortN(r.N), r.WallSeconds, r.FillSeconds))

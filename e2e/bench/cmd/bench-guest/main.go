@@ -87,7 +87,10 @@ func run(s settings) error {
 	for _, name := range s.tools {
 		t := measure(s, plan, name)
 		if t.Error != "" {
-			fmt.Printf("bench-guest: %s: %s\n", name, t.Error)
+			fmt.Printf("bench-guest: %s: %s; its log ends:\n", name, t.Error)
+			for _, l := range t.Log {
+				fmt.Printf("bench-guest: %s| %s\n", name, l)
+			}
 		}
 		if err := call("POST", s.ctl+protocol.PathResult, t, nil); err != nil {
 			return err

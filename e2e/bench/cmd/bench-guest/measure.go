@@ -42,8 +42,10 @@ func command(name, node string) ([]string, error) {
 // kubeIPVSMetrics is the agent's default --debug-address.
 const kubeIPVSMetrics = "http://127.0.0.1:10247/metrics"
 
-func measure(s settings, plan protocol.Plan, name string) result.Tool {
-	t := result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1}
+// measure runs one tool through every measurement; t is named so that the
+// deferred stop can still add the tool's last log lines.
+func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
+	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1}
 	argv, err := command(name, s.node)
 	if err != nil {
 		t.Error = err.Error()
@@ -79,8 +81,10 @@ func measure(s settings, plan protocol.Plan, name string) result.Tool {
 	go func() { exited <- cmd.Wait() }()
 	pid := cmd.Process.Pid
 	defer func() {
-		t.Log = tail(logf.Name(), 25)
 		stop(cmd, exited)
+		if t.Error != "" {
+			t.Log = tail(logf.Name(), 25)
+		}
 		if err := cleanKernel(); err != nil {
 			fmt.Printf("bench-guest: after %s: %v\n", name, err)
 		}
