@@ -21,6 +21,8 @@
 #   BENCH_CHANGE_TIMEOUT  a change not seen by then is counted as never seen (default 60s)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
+#   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
+#                         (e.g. BENCH_TOOLS=kube-proxy-ipvs BENCH_EXTRA_FLAGS=--v=4); not for the doc
 # A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
 # (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer
 # changes there keep a run within hours, e.g. BENCH_CHANGES=1000:100,5000:30,10000:20)

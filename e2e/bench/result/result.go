@@ -54,9 +54,10 @@ type Versions struct {
 
 // Tool is everything measured for one tool at one N.
 type Tool struct {
-	Name  string   `json:"name"`
-	Error string   `json:"error,omitempty"` // the measurement could not finish
-	Log   []string `json:"log_tail,omitempty"`
+	Name      string   `json:"name"`
+	Error     string   `json:"error,omitempty"` // the measurement could not finish
+	Log       []string `json:"log_tail,omitempty"`
+	LogErrors int      `json:"log_errors"` // error lines in the tool's log
 
 	// Cold start: process start to the full table in the kernel.
 	ColdSeconds float64 `json:"cold_s"`

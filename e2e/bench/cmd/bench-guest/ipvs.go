@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/ipvs"
 
@@ -106,10 +107,11 @@ func newIPVSObserver(p protocol.Plan) (*ipvsObserver, error) {
 	return o, nil
 }
 
-func (o *ipvsObserver) full() (bool, error) {
+func (o *ipvsObserver) full() (bool, time.Time, error) {
 	t, err := readProcIPVS()
+	at := time.Now()
 	if err != nil {
-		return false, err
+		return false, at, err
 	}
 	for _, v := range o.vip {
 		live := 0
@@ -119,10 +121,10 @@ func (o *ipvsObserver) full() (bool, error) {
 			}
 		}
 		if live != o.eps {
-			return false, nil
+			return false, at, nil
 		}
 	}
-	return true, nil
+	return true, at, nil
 }
 
 func (o *ipvsObserver) seen(ch protocol.Change) (bool, error) {

@@ -31,6 +31,8 @@ type settings struct {
 	spacing, idle                          time.Duration
 	changeTimeout, coldTimeout, burstLimit time.Duration
 	node                                   string
+	extra                                  []string // BENCH_EXTRA_FLAGS: for looking into a tool, not for measuring
+	logLines                               int      // of each tool's log, kept and printed
 }
 
 func main() {
@@ -65,6 +67,11 @@ func load() (settings, error) {
 	s.ctl = os.Getenv("BENCH_CTL")
 	s.tools = strings.Split(os.Getenv("BENCH_TOOLS"), ",")
 	s.node = os.Getenv("BENCH_NODE")
+	s.extra = strings.Fields(os.Getenv("BENCH_EXTRA_FLAGS"))
+	s.logLines = 15
+	if len(s.extra) > 0 {
+		s.logLines = 60
+	}
 	s.changes, s.burst = num("BENCH_CHANGES"), num("BENCH_BURST")
 	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
 	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")
@@ -87,10 +94,11 @@ func run(s settings) error {
 	for _, name := range s.tools {
 		t := measure(s, plan, name)
 		if t.Error != "" {
-			fmt.Printf("bench-guest: %s: %s; its log ends:\n", name, t.Error)
-			for _, l := range t.Log {
-				fmt.Printf("bench-guest: %s| %s\n", name, l)
-			}
+			fmt.Printf("bench-guest: %s: %s\n", name, t.Error)
+		}
+		fmt.Printf("bench-guest: %s: %d error lines in its log, which ends:\n", name, t.LogErrors)
+		for _, l := range t.Log {
+			fmt.Printf("bench-guest: %s| %s\n", name, l)
 		}
 		if err := call("POST", s.ctl+protocol.PathResult, t, nil); err != nil {
 			return err

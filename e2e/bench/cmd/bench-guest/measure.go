@@ -19,7 +19,7 @@ import (
 
 // observer reads one kind of kernel table.
 type observer interface {
-	full() (bool, error)                        // every Service with all its endpoints
+	full() (bool, time.Time, error)             // every Service with all its endpoints, as of when
 	seen(ch protocol.Change) (bool, error)      // one change, cheaply
 	seenAll(chs []protocol.Change) (int, error) // how many of chs, one read of everything
 	close()
@@ -27,16 +27,21 @@ type observer interface {
 
 // command runs each tool at its defaults: only what it must be told to
 // reach the API server as this node.
-func command(name, node string) ([]string, error) {
+// extra (BENCH_EXTRA_FLAGS) is appended to every command: for looking into
+// a tool (e.g. --v=4), not for a measured run.
+func command(name, node string, extra []string) ([]string, error) {
+	var argv []string
 	switch name {
 	case result.KubeProxyIPVS:
-		return []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "ipvs"}, nil
+		argv = []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "ipvs"}
 	case result.KubeProxyNFT:
-		return []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "nftables"}, nil
+		argv = []string{"kube-proxy", "--kubeconfig", kubeconfig, "--hostname-override", node, "--proxy-mode", "nftables"}
 	case result.KubeIPVS:
-		return []string{"kube-ipvs", "agent", "--kubeconfig", kubeconfig, "--hostname-override", node}, nil
+		argv = []string{"kube-ipvs", "agent", "--kubeconfig", kubeconfig, "--hostname-override", node}
+	default:
+		return nil, fmt.Errorf("unknown tool %q", name)
 	}
-	return nil, fmt.Errorf("unknown tool %q", name)
+	return append(argv, extra...), nil
 }
 
 // kubeIPVSMetrics is the agent's default --debug-address.
@@ -46,7 +51,7 @@ const kubeIPVSMetrics = "http://127.0.0.1:10247/metrics"
 // deferred stop can still add the tool's last log lines.
 func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1}
-	argv, err := command(name, s.node)
+	argv, err := command(name, s.node, s.extra)
 	if err != nil {
 		t.Error = err.Error()
 		return t
@@ -57,8 +62,11 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	}
 	var obs observer
 	if name == result.KubeProxyNFT {
-		obs = newNFTObserver(plan)
-	} else if obs, err = newIPVSObserver(plan); err != nil {
+		obs, err = newNFTObserver(plan)
+	} else {
+		obs, err = newIPVSObserver(plan)
+	}
+	if err != nil {
 		t.Error = err.Error()
 		return t
 	}
@@ -82,9 +90,7 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	pid := cmd.Process.Pid
 	defer func() {
 		stop(cmd, exited)
-		if t.Error != "" {
-			t.Log = tail(logf.Name(), 25)
-		}
+		t.Log, t.LogErrors = logSummary(logf.Name(), s.logLines)
 		if err := cleanKernel(); err != nil {
 			fmt.Printf("bench-guest: after %s: %v\n", name, err)
 		}
@@ -137,8 +143,7 @@ func coldStart(t *result.Tool, obs observer, pid int, start time.Time, limit tim
 		default:
 		}
 		r0 := time.Now()
-		ok, err := obs.full()
-		now := time.Now()
+		ok, now, err := obs.full()
 		t.ColdPolls++
 		t.ColdPollMax = max(t.ColdPollMax, now.Sub(r0).Seconds())
 		if err != nil {
@@ -336,15 +341,34 @@ func cleanKernel() error {
 	return nil
 }
 
-// tail is the last n lines of a file.
-func tail(path string, n int) []string {
+// logSummary is the first error lines of a tool's log (klog "E1201 ...",
+// or a JSON/console "error" level), then its last n lines, and how many
+// error lines it has.
+func logSummary(path string, n int) ([]string, int) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return []string{err.Error()}
+		return []string{err.Error()}, 0
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	var out []string
+	errs := 0
+	for _, l := range lines {
+		if isErrorLine(l) {
+			errs++
+			if errs <= 5 {
+				out = append(out, l)
+			}
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return lines
+	return append(out, lines...), errs
+}
+
+func isErrorLine(l string) bool {
+	if len(l) > 1 && l[0] == 'E' && l[1] >= '0' && l[1] <= '9' {
+		return true
+	}
+	return strings.Contains(l, `"level":"error"`) || strings.Contains(l, "\tERROR\t") || strings.Contains(l, "\terror\t")
 }

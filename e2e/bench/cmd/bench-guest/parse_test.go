@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables/expr"
+
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
 )
 
@@ -135,3 +137,37 @@ kube_ipvs_virtual_servers 1000
 		t.Fatalf("absent: got %v, want -1", got)
 	}
 }
+
+func TestNumgenLookup(t *testing.T) {
+	dnat := []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Register: 1, Data: []byte{6}},
+		&expr.Numgen{Register: 1, Modulus: 10, Type: 1}, &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: "__map3"}}
+	if got, vmap := numgenLookup(dnat); got != "__map3" || vmap {
+		t.Fatalf("dnat map: got %q, vmap %v", got, vmap)
+	}
+	jumps := []expr.Any{&expr.Numgen{Register: 1, Modulus: 2}, &expr.Lookup{SourceRegister: 1, IsDestRegSet: true, SetName: "__map7"}}
+	if got, vmap := numgenLookup(jumps); got != "__map7" || !vmap {
+		t.Fatalf("vmap: got %q, vmap %v", got, vmap)
+	}
+	// A lookup before any numgen (e.g. a source-address set) is not the endpoint map.
+	other := []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: "cluster-ips"}, &expr.Verdict{Kind: expr.VerdictAccept}}
+	if got, _ := numgenLookup(other); got != "" {
+		t.Fatalf("no numgen: got %q", got)
+	}
+	if isErrorLine("I1201 03:00:00.1 1 proxier.go:1] ok") || !isErrorLine("E1201 03:00:00.1 1 proxier.go:1] failed") ||
+		!isErrorLine(`{"level":"error","msg":"x"}`) {
+		t.Fatal("isErrorLine")
+	}
+}
+
+func TestVerdictChain(t *testing.T) {
+	// As the kernel sent a service-ips element's value: code NFT_GOTO, chain.
+	val := append([]byte{8, 0, 1, 0, 255, 255, 255, 252, 46, 0, 2, 0}, []byte("service-AAAA-default/bench-00000/tcp/http\x00\x00\x00")...)
+	if got := verdictChain(val); got != "service-AAAA-default/bench-00000/tcp/http" {
+		t.Fatalf("got %q", got)
+	}
+	if got := verdictChain([]byte{10, 128, 0, 0, 31, 144, 0, 0}); got != "" {
+		t.Fatalf("an ip . port value: got %q", got)
+	}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -206,6 +206,7 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_COLD_TIMEOUT":   o.coldTimeout.String(),
 		"BENCH_BURST_TIMEOUT":  o.burstTimeout.String(),
 		"BENCH_NODE":           nodeName,
+		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 	} {
 		args = append(args, "--env", k+"="+v)
 	}
