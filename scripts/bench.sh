@@ -19,6 +19,10 @@
 #   BENCH_BURST           changes in the concurrent burst (default 1000)
 #   BENCH_IDLE            idle window (default 60s)
 #   BENCH_CHANGE_TIMEOUT  a change not seen by then is counted as never seen (default 60s)
+#   BENCH_CHANGE_BUDGET   stop a tool's change series after this long (default 0: never);
+#                         the table says how many changes each tool got through
+#   BENCH_SETTLE_LIMIT    after the full table, wait at most this long for the tool to
+#                         go quiet before the idle window (default 5m)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 #   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
@@ -35,6 +39,8 @@ spacing=${BENCH_SPACING:-2s}
 burst=${BENCH_BURST:-1000}
 idle=${BENCH_IDLE:-60s}
 change_timeout=${BENCH_CHANGE_TIMEOUT:-60s}
+change_budget=${BENCH_CHANGE_BUDGET:-0s}
+settle_limit=${BENCH_SETTLE_LIMIT:-5m}
 tools=${BENCH_TOOLS:-kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs}
 doc=${BENCH_DOC:-$root/docs/benchmarks.md}
 log() { echo "bench: $*" >&2; }
@@ -91,7 +97,7 @@ for n in "${nlist[@]}"; do
   tn=$(date +%s)
   if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
     --n "$n" --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
-    --change-timeout "$change_timeout" --tools "$tools" --out "$out" "${adds[@]}" \
+    --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
     --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
     --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
     --version-nft "$(nft --version | awk '{print $2}')"; then

@@ -47,7 +47,15 @@ func burstSeconds(r result.Run, t result.Tool) float64 {
 var metrics = []metric{
 	{"cold start to the full table", "s", func(r result.Run, t result.Tool) float64 { return t.ColdSeconds }},
 	{"cold-start CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.ColdCPU }},
+	{"start work done (quiet)", "s", func(r result.Run, t result.Tool) float64 {
+		if t.SettleSeconds < 0 {
+			return math.Inf(1)
+		}
+		return t.SettleSeconds
+	}},
+	{"start work CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.SettleCPU }},
 	{"peak RSS", "MB", func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }},
+	{"changes measured", "", func(r result.Run, t result.Tool) float64 { return float64(len(t.Latencies) + t.Timeouts) }},
 	{"one change, p50", "s", func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }},
 	{"one change, p99", "s", func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }},
 	{"one change, max", "s", func(r result.Run, t result.Tool) float64 { return result.Max(t.Latencies) }},
@@ -72,9 +80,10 @@ func Table(runs []result.Run) string {
 				name = fmt.Sprintf("%s (%d changes)", name, r.BurstRequested)
 			case name == "idle CPU":
 				name = fmt.Sprintf("idle CPU over %.0f s", r.IdleSeconds)
-			case strings.HasPrefix(name, "one change"):
-				name = fmt.Sprintf("%s (%d changes)", name, r.ChangesRequested)
+			case name == "changes measured":
+				name = fmt.Sprintf("changes measured (of %d asked)", r.ChangesRequested)
 			}
+			noRatio := m.unit == ""
 			vals := map[string]float64{}
 			cells := []string{}
 			for _, tool := range Tools {
@@ -88,8 +97,11 @@ func Table(runs []result.Run) string {
 				vals[tool] = v
 				cells = append(cells, cell(v, m.unit, t, m.name))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", shortN(r.N), name, strings.Join(cells, " | "),
-				ratio(vals[result.KubeProxyIPVS], vals[result.KubeIPVS]), ratio(vals[result.KubeProxyNFT], vals[result.KubeIPVS]))
+			r1, r2 := ratio(vals[result.KubeProxyIPVS], vals[result.KubeIPVS]), ratio(vals[result.KubeProxyNFT], vals[result.KubeIPVS])
+			if noRatio {
+				r1, r2 = "", ""
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", shortN(r.N), name, strings.Join(cells, " | "), r1, r2)
 		}
 		if t, ok := r.Find(result.KubeIPVS); ok && t.OpsPerChange >= 0 {
 			fmt.Fprintf(&b, "| %s | kube-ipvs kernel operations per change (burst: total) | | | %.1f (%.0f) | | |\n", shortN(r.N), t.OpsPerChange, t.BurstOps)
@@ -101,8 +113,12 @@ func Table(runs []result.Run) string {
 func cell(v float64, unit string, t result.Tool, name string) string {
 	var s string
 	switch {
+	case math.IsInf(v, 1) && name == "start work done (quiet)":
+		s = "never quiet"
 	case math.IsInf(v, 1):
 		s = "not converged"
+	case unit == "":
+		s = fmt.Sprintf("%.0f", v)
 	case math.IsNaN(v):
 		s = "—"
 	case unit == "MB":

@@ -29,6 +29,7 @@ type Run struct {
 	ChangeSpacing    float64   `json:"change_spacing_s"`  // start to start
 	BurstRequested   int       `json:"burst_requested"`   // changes in the burst
 	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
+	ChangeBudget     float64   `json:"change_budget_s"`   // a tool's change series stops after this (0: none)
 	Tools            []Tool    `json:"tools"`             // in the order measured
 	Notes            []string  `json:"notes,omitempty"`   // anything that went wrong around the tools
 	GuestKernel      string    `json:"guest_kernel"`      // uname -r in the VM
@@ -66,7 +67,13 @@ type Tool struct {
 	ColdPolls   int     `json:"cold_polls"`    // kernel reads while waiting
 	ColdPollMax float64 `json:"cold_poll_max"` // slowest single read: the resolution
 
-	// Idle: CPU over a window with no change at all, after the cold start.
+	// Start work done: from process start until the tool went quiet
+	// (under 10% of a CPU over 5 s) after the full table; -1: never did
+	// within the limit. SettleCPU is its CPU by then.
+	SettleSeconds float64 `json:"settle_s"`
+	SettleCPU     float64 `json:"settle_cpu_s"`
+
+	// Idle: CPU over a window with no change at all, once quiet.
 	IdleCPU float64 `json:"idle_cpu_s"`
 
 	// One endpoint change at a time, spaced; latency = API write sent to

@@ -30,6 +30,7 @@ type settings struct {
 	changes, burst                         int
 	spacing, idle                          time.Duration
 	changeTimeout, coldTimeout, burstLimit time.Duration
+	changeBudget, settleLimit              time.Duration // 0 budget: no limit
 	node                                   string
 	extra                                  []string // BENCH_EXTRA_FLAGS: for looking into a tool, not for measuring
 	logLines                               int      // of each tool's log, kept and printed
@@ -75,6 +76,7 @@ func load() (settings, error) {
 	s.changes, s.burst = num("BENCH_CHANGES"), num("BENCH_BURST")
 	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
 	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")
+	s.changeBudget, s.settleLimit = dur("BENCH_CHANGE_BUDGET"), dur("BENCH_SETTLE_LIMIT")
 	if len(errs) > 0 {
 		return s, fmt.Errorf("settings from bench-host: %s", strings.Join(errs, "; "))
 	}

@@ -103,7 +103,18 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	}
 	fmt.Printf("bench-guest: %s: full table after %.1f s, %.1f CPU-s, %.0f MB\n", name, t.ColdSeconds, t.ColdCPU, t.ColdRSSMB)
 
-	time.Sleep(5 * time.Second) // let the start's follow-up work end before the idle window
+	// A full table is not the end of a start: kube-proxy's IPVS mode then
+	// fills its ipsets and iptables, and syncs IPv6 too. Idle begins when
+	// the tool has gone quiet.
+	if err := settle(&t, pid, start, s.settleLimit); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	if t.SettleSeconds < 0 {
+		fmt.Printf("bench-guest: %s: still busy %s after the full table; idle measured anyway\n", name, s.settleLimit)
+	} else {
+		fmt.Printf("bench-guest: %s: quiet after %.1f s, %.1f CPU-s\n", name, t.SettleSeconds, t.SettleCPU)
+	}
 	c0, _ := cpuSeconds(pid)
 	time.Sleep(s.idle)
 	c1, err := cpuSeconds(pid)
@@ -166,6 +177,36 @@ func coldStart(t *result.Tool, obs observer, pid int, start time.Time, limit tim
 	}
 }
 
+// quietWindow and quietCPU define "gone quiet": under 10% of one CPU over 5 s.
+const (
+	quietWindow = 5 * time.Second
+	quietCPU    = 0.5
+)
+
+// settle waits until the tool has gone quiet, or limit after the full table.
+func settle(t *result.Tool, pid int, start time.Time, limit time.Duration) error {
+	until := time.Now().Add(limit)
+	for time.Now().Before(until) {
+		w0 := time.Now()
+		c0, err := cpuSeconds(pid)
+		if err != nil {
+			return err
+		}
+		time.Sleep(quietWindow)
+		c1, err := cpuSeconds(pid)
+		if err != nil {
+			return err
+		}
+		if c1-c0 < quietCPU {
+			t.SettleSeconds, t.SettleCPU = w0.Sub(start).Seconds(), c0
+			return nil
+		}
+	}
+	t.SettleSeconds = -1
+	t.SettleCPU, _ = cpuSeconds(pid)
+	return nil
+}
+
 // changes asks the host for one change at a time and times it into the
 // kernel; the next starts spacing after this one started, or when it is
 // seen if that takes longer.
@@ -178,6 +219,10 @@ func changes(t *result.Tool, s settings, obs observer, pid int, name string) err
 	series := time.Now()
 	var polls []float64
 	for k := 0; k < s.changes; k++ {
+		if s.changeBudget > 0 && time.Since(series) > s.changeBudget {
+			fmt.Printf("bench-guest: %s: change budget %s spent after %d changes\n", name, s.changeBudget, k)
+			break
+		}
 		start := time.Now()
 		var ch protocol.Change
 		if err := call("POST", s.ctl+protocol.PathChange, nil, &ch); err != nil {
@@ -208,9 +253,9 @@ func changes(t *result.Tool, s settings, obs observer, pid int, name string) err
 		return err
 	}
 	t.ChangesCPU = c1 - c0
-	if ops0 >= 0 && s.changes > 0 {
+	if done := len(t.Latencies) + t.Timeouts; ops0 >= 0 && done > 0 {
 		if ops1 := kernelOps(name); ops1 >= 0 {
-			t.OpsPerChange = (ops1 - ops0) / float64(s.changes)
+			t.OpsPerChange = (ops1 - ops0) / float64(done)
 		}
 	}
 	sort.Float64s(polls)

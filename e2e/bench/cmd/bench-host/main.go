@@ -41,6 +41,7 @@ type options struct {
 	spacing, idle                       time.Duration
 	changeTimeout, coldTimeout          time.Duration
 	burstTimeout, vmTimeout             time.Duration
+	changeBudget, settleLimit           time.Duration
 	tools, out, root, binDir            string
 	adds                                multiFlag
 	versions                            result.Versions
@@ -62,6 +63,8 @@ func main() {
 	flag.DurationVar(&o.changeTimeout, "change-timeout", 60*time.Second, "a single change not seen by then counts as a timeout")
 	flag.DurationVar(&o.coldTimeout, "cold-timeout", 15*time.Minute, "cold start bound")
 	flag.DurationVar(&o.burstTimeout, "burst-timeout", 5*time.Minute, "burst convergence bound")
+	flag.DurationVar(&o.changeBudget, "change-budget", 0, "stop a tool's change series after this long (0: never); the report says how many were measured")
+	flag.DurationVar(&o.settleLimit, "settle-limit", 5*time.Minute, "after the full table, wait at most this long for the tool to go quiet before the idle window")
 	flag.DurationVar(&o.vmTimeout, "vm-timeout", 3*time.Hour, "the whole VM run")
 	flag.IntVar(&o.memMB, "mem", 2048, "guest RAM in MB")
 	flag.StringVar(&o.tools, "tools", strings.Join([]string{result.KubeProxyIPVS, result.KubeProxyNFT, result.KubeIPVS}, ","), "tools, in order")
@@ -93,7 +96,7 @@ func run(o options) error {
 	rec := result.Run{
 		N: o.n, EndpointsPerSvc: o.endpoints, Started: start.UTC(), Machine: machine(),
 		Versions: o.versions, ChangesRequested: o.changes, ChangeSpacing: o.spacing.Seconds(),
-		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(),
+		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(), ChangeBudget: o.changeBudget.Seconds(),
 	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
 	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
@@ -205,6 +208,8 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_CHANGE_TIMEOUT": o.changeTimeout.String(),
 		"BENCH_COLD_TIMEOUT":   o.coldTimeout.String(),
 		"BENCH_BURST_TIMEOUT":  o.burstTimeout.String(),
+		"BENCH_CHANGE_BUDGET":  o.changeBudget.String(),
+		"BENCH_SETTLE_LIMIT":   o.settleLimit.String(),
 		"BENCH_NODE":           nodeName,
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 	} {
