@@ -15,9 +15,10 @@ import (
 // control answers bench-guest: the plan, changes written on request, and
 // the results it reports.
 type control struct {
-	cl  *cluster
-	mu  sync.Mutex // guards rec
-	rec *result.Run
+	cl   *cluster
+	mu   sync.Mutex // guards rec
+	rec  *result.Run
+	save func(*result.Run) error // after each tool: a run cut short keeps what it measured
 }
 
 func (c *control) mux(ctx context.Context) *http.ServeMux {
@@ -55,7 +56,11 @@ func (c *control) mux(ctx context.Context) *http.ServeMux {
 		}
 		c.mu.Lock()
 		c.rec.Tools = append(c.rec.Tools, t)
+		err := c.save(c.rec)
 		c.mu.Unlock()
+		if err != nil {
+			fmt.Println("bench-host:", err)
+		}
 		fmt.Printf("bench-host: result for %s received\n", t.Name)
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -128,7 +128,7 @@ func run(o options) error {
 		return err
 	}
 
-	ctl := &control{cl: cl, rec: &rec}
+	ctl := &control{cl: cl, rec: &rec, save: func(r *result.Run) error { return save(r, o.out, start) }}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the guest: %w", err)
@@ -141,21 +141,30 @@ func run(o options) error {
 		rec.Notes = append(rec.Notes, "VM: "+err.Error())
 		fmt.Fprintln(os.Stderr, "bench-host:", err)
 	}
-	rec.WallSeconds = time.Since(start).Seconds()
 	ctl.mu.Lock()
-	data, err := json.MarshalIndent(rec, "", "  ")
+	err = save(&rec, o.out, start)
 	ctl.mu.Unlock()
 	if err != nil {
 		return err
-	}
-	if err := os.WriteFile(o.out, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	fmt.Printf("bench-host: N=%d done in %.0f s; %d tools measured; results in %s\n", o.n, rec.WallSeconds, len(rec.Tools), o.out)
 	if len(rec.Tools) == 0 {
 		return fmt.Errorf("the guest reported no tool")
 	}
 	return nil
+}
+
+// save writes the run so far (the wall time up to now) as JSON.
+func save(r *result.Run, path string, start time.Time) error {
+	r.WallSeconds = time.Since(start).Seconds()
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+".tmp", append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 func adminClient(kubeconfig string) (*kubernetes.Clientset, error) {
