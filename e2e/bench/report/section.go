@@ -48,8 +48,11 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 	}
 	b.WriteString("\nRatios are kube-proxy's value ÷ kube-ipvs's: above 1, kube-ipvs is lower (better) by that factor.\n\n")
 	b.WriteString(Table(runs))
-	b.WriteString("\nResolution: the single-change poll reads one Service; the cold start and burst read the whole table, so their times are late by up to one read:\n\n")
-	b.WriteString("| N | tool | single-Service read (median) | slowest whole-table read, cold start | slowest whole-table read, burst | burst writes acknowledged |\n|---:|---|---:|---:|---:|---:|\n")
+	b.WriteString("\nResolution: a time is taken when the read that saw the state ended, so it is late by up to one read. A single change reads one Service " +
+		"(IPVS over netlink; nftables mode: the Service's chain and its map over netlink); the cold start reads the whole IPVS table " +
+		"(/proc/net/ip_vs), or for nftables mode the service-ips map and the first and last Service's maps (kube-proxy writes a sync in one " +
+		"transaction; every chain is then checked with nft, untimed); the burst reads the whole IPVS table, or each changed Service's map:\n\n")
+	b.WriteString("| N | tool | single-Service read (median) | slowest read, cold start | slowest read, burst | burst writes acknowledged |\n|---:|---|---:|---:|---:|---:|\n")
 	for _, r := range runs {
 		for _, tool := range Tools {
 			if t, ok := r.Find(tool); ok {
