@@ -116,25 +116,32 @@ if [ ! -f "$doc" ]; then
 # Benchmarks: kube-ipvs beside kube-proxy (IPVS and nftables modes)
 
 Written by `make bench` (scripts/bench.sh; the drivers are in e2e/bench). Each run
-appends a section. Every number comes from a VM with a software-emulated CPU on a
-machine shared with other work: absolute values are slow and noisy, and only numbers
-from the same run (same boot, same N, tools one after the other on a cleaned kernel)
-may be compared with each other.
+appends a section. Every number comes from a VM with a software-emulated CPU (TCG) on a
+machine shared with other work: absolute values are slow and noisy (a run records the
+load average at its start), and only numbers from the same run (same N, same boot, tools
+one after the other on a cleaned kernel) may be compared with each other.
 
-What is measured, per tool and N (N Services × 10 endpoints, written by the host
-before the VM boots; each tool at its defaults, told only the kubeconfig and node name):
+What is measured, per tool and N (N Services × 10 endpoints, written by the host before
+the VM boots; each tool at its defaults, told only the kubeconfig and the node name; the
+VM's kernel has IPv6, so kube-proxy runs its IPv6 proxier beside the IPv4 one, as on a
+real node):
 
 - **cold start**: process start to the whole table in the kernel (IPVS: every Service's
   10 endpoints at a weight above 0 in `/proc/net/ip_vs`; nftables mode: every ClusterIP in
-  `service-ips` and every service chain's numgen map holding its 10 endpoints), with the
-  CPU time the process and its waited-for children used by then, and its peak RSS (VmHWM).
-- **idle CPU**: CPU time over the idle window, starting 5 s after the cold start.
+  the `service-ips` map and the Services' numgen maps holding their 10 endpoints), with
+  the CPU time the process and the children it waited for (ipset, iptables-restore, ...)
+  used by then, and its peak RSS (VmHWM) at the end of the run.
+- **start work done**: the full table is not the end of a start (kube-proxy's IPVS mode
+  then fills ipsets and iptables, and syncs IPv6): the time and CPU until the tool has
+  gone quiet (under 10% of a CPU over 5 s), or "never quiet" within the settle limit.
+- **idle CPU**: CPU time over the idle window, once quiet (or at the settle limit).
 - **one change**: the host replaces one endpoint of one Service (an EndpointSlice
   update) when the guest asks; latency is from the guest's request to the kernel
   showing the new endpoint taking traffic and the old one not (IPVS: the virtual
   server's destinations over netlink, the old one gone or at weight 0; nftables mode:
-  `nft list chain` of the Service's chain, its numgen map). Changes are spaced (start
-  to start) and hit different Services. **CPU per change** is the CPU of the whole
+  the Service's chain and the elements of its numgen map over netlink). Changes are
+  spaced (start to start, or when seen if later), hit different Services, and stop at
+  the count or the run's change budget. **CPU per change** is the CPU of the whole
   series divided by the changes, background work included.
 - **burst**: that many changes (distinct Services) written concurrently by the host;
   time from the request to the kernel showing all of them.
