@@ -74,6 +74,9 @@ func Plot(runs []result.Run, path string) error {
 				}
 			}
 		}
+		if !pn.log {
+			p.Y.Min = 0 // a linear axis from zero: differences look as big as they are
+		}
 		grid[i/2][i%2] = p
 	}
 	img := vgimg.New(vg.Points(1100), vg.Points(780))
