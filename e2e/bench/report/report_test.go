@@ -65,12 +65,12 @@ func TestPlotWritesPNG(t *testing.T) {
 
 func TestSection(t *testing.T) {
 	r1, r5 := run(1000), run(5000)
-	r5.ChangesRequested = 20
+	r5.ChangesRequested, r5.ChangeBudget = 20, 120
 	r1.Tools[0].Error = "table not full within 15m0s"
 	s := Section([]result.Run{r5, r1}, "benchmarks/x.png", 0)
 	for _, want := range []string{
 		"**compare only within this run**",
-		"(4 at N = 1k, 20 at N = 5k)",
+		"(4 at N = 1k, 20 at N = 5k within 2m0s a tool)",
 		"- **N = 1k, kube-proxy IPVS failed**: table not full within 15m0s",
 		"![change latency, cold start, idle CPU and peak RSS against N](benchmarks/x.png)",
 		"largest N is 5k",

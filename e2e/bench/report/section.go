@@ -27,7 +27,11 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 		v.KubeIPVS, v.KubeProxy, v.KubeAPIServer, v.Nft, v.Go)
 	var counts []string
 	for _, r := range runs {
-		counts = append(counts, fmt.Sprintf("%d at N = %s", r.ChangesRequested, shortN(r.N)))
+		c := fmt.Sprintf("%d at N = %s", r.ChangesRequested, shortN(r.N))
+		if r.ChangeBudget > 0 {
+			c += fmt.Sprintf(" within %s a tool", time.Duration(r.ChangeBudget*float64(time.Second)))
+		}
+		counts = append(counts, c)
 	}
 	fmt.Fprintf(&b, "- Load: N Services × %d endpoints; single changes per tool spaced %.0f s (%s); a burst of %d concurrent changes; idle window %.0f s.\n",
 		first.EndpointsPerSvc, first.ChangeSpacing, strings.Join(counts, ", "), first.BurstRequested, first.IdleSeconds)
