@@ -197,7 +197,8 @@ kill "$agent"; wait "$agent"
 # The node address the NodePorts are on goes (an address change, a NIC
 # gone): cleanup without flags must still find them, by its records.
 n=$(ipvsadm -Sn | grep -c -- '-A -t 192.168.50.1:3008')
-[ "$n" = 4 ] || bad "want 4 NodePort virtual servers before cleanup, got $n"
+want=$(cat /manifests/*.yaml | grep -c 'nodePort: 3008')
+[ "$n" = "$want" ] && [ "$n" -gt 0 ] || bad "want $want NodePort virtual servers (one per nodePort in the manifests) before cleanup, got $n"
 $IP link del v-ext
 kube-ipvs cleanup --log-level error >/tmp/cleanup.txt || bad "cleanup exited $?"
 left=$(ipvsadm -Sn)
