@@ -58,7 +58,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: c.IptablesBackend})
+	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: c.IptablesBackend, Conntrack: conntrackTuning(c.Conntrack)})
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}
@@ -285,4 +285,14 @@ func hostAddrs(log *zap.Logger) []netip.Addr {
 		}
 	}
 	return out
+}
+
+// conntrackTuning is the configuration's conntrack settings, as the
+// dataplane writes them at Init.
+func conntrackTuning(ct config.Conntrack) dataplane.ConntrackTuning {
+	return dataplane.ConntrackTuning{
+		MaxPerCore: int(ct.MaxPerCore), Min: int(ct.Min),
+		TCPEstablished: ct.TCPEstablishedTimeout, TCPCloseWait: ct.TCPCloseWaitTimeout,
+		TCPBeLiberal: ct.TCPBeLiberal, UDP: ct.UDPTimeout, UDPStream: ct.UDPStreamTimeout,
+	}
 }

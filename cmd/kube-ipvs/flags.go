@@ -84,13 +84,13 @@ func shimFlags(fs *pflag.FlagSet, c *config.Config) {
 // nf_conntrack sysctls from them yet.
 func conntrackFlags(fs *pflag.FlagSet, c *config.Config) {
 	ct := &c.Conntrack
-	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, "conntrack entries per CPU core (0: leave the limit and --conntrack-min alone); not applied yet")
-	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, "conntrack entries at least, whatever --conntrack-max-per-core gives; not applied yet")
-	fs.Var(durationValue{&ct.TCPEstablishedTimeout}, "conntrack-tcp-timeout-established", "conntrack idle timeout of established TCP connections (0: leave as is); not applied yet")
-	fs.Var(durationValue{&ct.TCPCloseWaitTimeout}, "conntrack-tcp-timeout-close-wait", "conntrack timeout of TCP connections in CLOSE_WAIT; not applied yet")
-	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, "set nf_conntrack_tcp_be_liberal; not applied yet")
-	fs.Var(durationValue{&ct.UDPTimeout}, "conntrack-udp-timeout", "conntrack idle timeout of unreplied UDP flows (0: leave as is); not applied yet")
-	fs.Var(durationValue{&ct.UDPStreamTimeout}, "conntrack-udp-timeout-stream", "conntrack idle timeout of assured UDP flows (0: leave as is); not applied yet")
+	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, "conntrack entries per CPU core (0: leave the limit and --conntrack-min alone)")
+	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, "conntrack entries at least, whatever --conntrack-max-per-core gives")
+	fs.Var(durationValue{&ct.TCPEstablishedTimeout}, "conntrack-tcp-timeout-established", "conntrack idle timeout of established TCP connections (0: leave as is)")
+	fs.Var(durationValue{&ct.TCPCloseWaitTimeout}, "conntrack-tcp-timeout-close-wait", "conntrack timeout of TCP connections in CLOSE_WAIT")
+	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, "set nf_conntrack_tcp_be_liberal")
+	fs.Var(durationValue{&ct.UDPTimeout}, "conntrack-udp-timeout", "conntrack idle timeout of unreplied UDP flows (0: leave as is)")
+	fs.Var(durationValue{&ct.UDPStreamTimeout}, "conntrack-udp-timeout-stream", "conntrack idle timeout of assured UDP flows (0: leave as is)")
 }
 
 // ignoredFlagNames are kube-proxy flags that mean nothing to kube-ipvs.

@@ -103,9 +103,6 @@ func (o agentOptions) warn(log *zap.Logger) {
 	if len(o.NodePortAddresses) == 0 {
 		log.Warn("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`")
 	}
-	if o.Conntrack != config.Default().Conntrack || o.files.config != "" {
-		log.Info("conntrack settings are read but not applied yet: the nf_conntrack sysctls keep the node's values")
-	}
 }
 
 // writeConfig writes the effective configuration, as kube-proxy's

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,6 +217,34 @@ func TestStrictARP(t *testing.T) {
 	}
 	if a, b := readSysctl(t, "net/ipv4/conf/all/arp_ignore"), readSysctl(t, "net/ipv4/conf/all/arp_announce"); a != "1" || b != "2" {
 		t.Fatalf("strict ARP: arp_ignore=%s arp_announce=%s, want 1 and 2", a, b)
+	}
+}
+
+// TestInitTunesConntrack: Init writes kube-proxy's conntrack settings and
+// grows the hash table to a quarter of the new limit.
+func TestInitTunesConntrack(t *testing.T) {
+	newLinux(t) // root, IPVS, a clean kernel
+	tuning := dataplane.ConntrackTuning{MaxPerCore: 1 << 16, Min: 1, TCPEstablished: 2 * time.Hour, TCPCloseWait: 30 * time.Minute,
+		TCPBeLiberal: true, UDP: 45 * time.Second, UDPStream: 100 * time.Second}
+	dp, err := linux.New(linux.Options{Conntrack: tuning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range tuning.Sysctls(runtime.NumCPU()) {
+		if got := readSysctl(t, s.Key); got != s.Value {
+			t.Errorf("%s = %s after Init, want %s", s.Key, got, s.Value)
+		}
+	}
+	raw, err := os.ReadFile("/sys/module/nf_conntrack/parameters/hashsize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(raw))); n < tuning.Max(runtime.NumCPU())/4 {
+		t.Errorf("conntrack hashsize %d, want at least a quarter of %d", n, tuning.Max(runtime.NumCPU()))
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -72,7 +74,33 @@ func (d *Dataplane) Init(ctx context.Context) error {
 	if err := d.setSysctls(); err != nil {
 		return fmt.Errorf("init dataplane: %w", err)
 	}
+	d.tuneConntrack()
 	return nil
+}
+
+// tuneConntrack writes kube-proxy's nf_conntrack settings. A value the
+// kernel refuses is logged, not fatal: nf_conntrack_max is writable only
+// from the node's own network namespace, and load balancing works without
+// the tuning (kube-proxy goes on likewise when sysfs is read-only). The
+// hash table grows with the limit, to a quarter of it, as kube-proxy sizes it.
+func (d *Dataplane) tuneConntrack() {
+	for _, s := range d.tuning.Sysctls(runtime.NumCPU()) {
+		if err := d.writeSysctl(s.Key, s.Value); err != nil {
+			d.log.Warn("conntrack setting not applied", zap.Error(err))
+		}
+	}
+	m := d.tuning.Max(runtime.NumCPU())
+	if m == 0 {
+		return
+	}
+	p := filepath.Join(d.sysModule, "nf_conntrack/parameters/hashsize")
+	cur, err := os.ReadFile(p)
+	if n, perr := strconv.Atoi(strings.TrimSpace(string(cur))); err != nil || perr != nil || n >= m/4 {
+		return
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(m/4)), 0o644); err != nil {
+		d.log.Warn("conntrack hash size not raised", zap.Int("want", m/4), zap.Error(err))
+	}
 }
 
 func (d *Dataplane) ensureLink(h *netlink.Handle) (netlink.Link, error) {

@@ -38,12 +38,17 @@ type Options struct {
 	CallTimeout time.Duration
 	// ProcSys is where sysctls are written; default /proc/sys.
 	ProcSys string
+	// SysModule is where kernel module parameters are; default /sys/module.
+	SysModule string
 	// StrictARP sets arp_ignore=1 and arp_announce=2 on all interfaces, so
 	// that the VIPs on kube-ipvs0 are not answered for by every node (what
 	// MetalLB in layer-2 mode needs; kube-proxy's --ipvs-strict-arp).
 	StrictARP bool
 	// IptablesBackend forces nft or legacy; "" detects the node's.
 	IptablesBackend shim.Backend
+	// Conntrack is the nf_conntrack tuning Init writes, as kube-proxy does
+	// at start; zero writes nothing.
+	Conntrack dataplane.ConntrackTuning
 }
 
 // Dataplane talks to the kernel. Its methods may be called from several
@@ -53,11 +58,13 @@ type Options struct {
 type Dataplane struct {
 	*Shim
 
-	log      *zap.Logger
-	linkName string
-	timeout  time.Duration
-	procSys  string
-	strict   bool
+	log       *zap.Logger
+	linkName  string
+	timeout   time.Duration
+	procSys   string
+	sysModule string
+	strict    bool
+	tuning    dataplane.ConntrackTuning
 
 	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
 	calls *calls[*handles]
@@ -92,11 +99,13 @@ func (h *handles) close() {
 // It returns an error wrapping dataplane.ErrUnsupported when IPVS is missing.
 func New(opts Options) (*Dataplane, error) {
 	d := &Dataplane{
-		log:      opts.Logger,
-		linkName: opts.LinkName,
-		timeout:  opts.CallTimeout,
-		procSys:  opts.ProcSys,
-		strict:   opts.StrictARP,
+		log:       opts.Logger,
+		linkName:  opts.LinkName,
+		timeout:   opts.CallTimeout,
+		procSys:   opts.ProcSys,
+		sysModule: opts.SysModule,
+		strict:    opts.StrictARP,
+		tuning:    opts.Conntrack,
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
@@ -110,6 +119,9 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	if d.procSys == "" {
 		d.procSys = "/proc/sys"
+	}
+	if d.sysModule == "" {
+		d.sysModule = "/sys/module"
 	}
 	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend, CallTimeout: d.timeout})
 	d.calls = newCalls(d.log, d.timeout, openHandles)
