@@ -47,11 +47,11 @@ const kubeProxyLikeRules = `table ip kube-proxy {
 func TestNFTObserverOnKernel(t *testing.T) {
 	if os.Getenv("BENCH_TEST_IN_NETNS") == "" {
 		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace")
+			t.Skip("needs root to make a network namespace for its own nf_tables (make bench runs it as root; not part of make test)")
 		}
 		for _, tool := range []string{"unshare", "nft"} {
 			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("needs %s", tool)
+				t.Skipf("needs %s on PATH to load the table into a network namespace of its own (make bench installs nftables)", tool)
 			}
 		}
 		cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run", "^TestNFTObserverOnKernel$", "-test.v")
