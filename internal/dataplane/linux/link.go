@@ -84,12 +84,13 @@ func (d *Dataplane) Init(ctx context.Context) error {
 // the tuning (kube-proxy goes on likewise when sysfs is read-only). The
 // hash table grows with the limit, to a quarter of it, as kube-proxy sizes it.
 func (d *Dataplane) tuneConntrack() {
-	for _, s := range d.tuning.Sysctls(runtime.NumCPU()) {
+	cpus := runtime.NumCPU()
+	for _, s := range d.tuning.Sysctls(cpus) {
 		if err := d.writeSysctl(s.Key, s.Value); err != nil {
 			d.log.Warn("conntrack setting not applied", zap.Error(err))
 		}
 	}
-	m := d.tuning.Max(runtime.NumCPU())
+	m := d.tuning.Max(cpus)
 	if m == 0 {
 		return
 	}
