@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -73,6 +75,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		return err
 	}
 	opt := reconcilerOptions(c, node, dp, src, m, log, stdout)
+	opt.PodCIDRsFromNode = c.DetectLocalMode == config.DetectNodeCIDR
 	closeViews, err := viewsKernel(c, log, &opt)
 	if err != nil {
 		return err
@@ -90,15 +93,22 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("source stopped", zap.Error(err))
 		}
 	}()
+	// NodePorts follow the node's addresses as they come and go (kube-proxy
+	// re-reads them at each sync); the one read at start stands until the
+	// watcher's first report.
+	go linux.WatchHostAddrs(ctx, nodePortCandidate, log, src.store.SetHostAddrs)
 	v := views{rec: rec, node: node}
 	if err := serveDebug(ctx, c.DebugAddress, v, src, reg, log); err != nil {
 		return err
 	}
-	hc, syncHealth := healthChecks(v, log, func() []netip.Addr {
-		return translate.NodePortAddrs(src.store.Node(), opt.Translate)
-	})
+	hc, syncHealth := healthChecks(v, log, rec.NodePortAddrs)
 	defer hc.Close()
 	waitSynced(ctx, src)
+	if opt.PodCIDRsFromNode {
+		if err := waitPodCIDRs(ctx, src.store, node, podCIDRsTimeout, log); err != nil {
+			return err
+		}
+	}
 	r := runner.Runner{
 		Sync:        syncHealth,
 		Trigger:     queued(ctx, src.store.Notify(), m),
@@ -190,7 +200,7 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 			NodeName:          node,
 			Scheduler:         c.Scheduler,
 			NodePortAddresses: c.NodePortAddresses,
-			HostAddrs:         nodePortCandidates(hostAddrs(log)),
+			HostAddrs:         slices.DeleteFunc(hostAddrs(log), func(a netip.Addr) bool { return !nodePortCandidate(a) }),
 			Families:          c.Families,
 			ServiceProxyName:  c.ServiceProxyName,
 			DrainTimeout:      c.DrainTimeout,
@@ -198,7 +208,7 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,
 		Timeouts:      dataplane.Timeouts{TCP: c.TCPTimeout, TCPFin: c.TCPFinTimeout, UDP: c.UDPTimeout},
-		Shim:          shim.Config{Families: c.Families, MasqueradeAll: c.MasqueradeAll, ClusterCIDRs: c.ClusterCIDRs},
+		Shim:          c.ShimConfig(),
 		DryRun:        c.DryRun,
 		Out:           out,
 		Log:           log,
@@ -246,17 +256,39 @@ func waitSynced(ctx context.Context, src *input) {
 	}
 }
 
-// nodePortCandidates are the host addresses NodePorts may listen on, as
-// kube-proxy's IPVS mode picks them: never loopback, nor IPv6 link-local
+// nodePortCandidate tells whether NodePorts may listen on a host address,
+// as kube-proxy's IPVS mode picks them: never loopback, nor IPv6 link-local
 // (an IPVS service on it would need a zone).
-func nodePortCandidates(addrs []netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, a := range addrs {
-		if !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast()) {
-			out = append(out, a)
+func nodePortCandidate(a netip.Addr) bool {
+	return !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
+}
+
+// podCIDRsTimeout is how long kube-proxy waits, in NodeCIDR mode, for the
+// Node to be given its pod CIDRs before it gives up.
+const podCIDRsTimeout = 5 * time.Minute
+
+// waitPodCIDRs waits for the Node to have spec.podCIDRs, which the
+// NodeCIDR detect-local mode tells pod traffic by, as kube-proxy waits for
+// them; without them after the timeout it fails, as kube-proxy does.
+func waitPodCIDRs(ctx context.Context, store *snapshot.Store, node string, timeout time.Duration, log *zap.Logger) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	if len(translate.NodePodCIDRs(store.Node())) == 0 {
+		log.Info("waiting for the Node's spec.podCIDRs (--detect-local-mode=NodeCIDR)", zap.String("node", node), zap.Duration("timeout", timeout))
+	}
+	for len(translate.NodePodCIDRs(store.Node())) == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			if store.Node() == nil {
+				return fmt.Errorf("timeout waiting for node %q to exist (--detect-local-mode=NodeCIDR needs its spec.podCIDRs)", node)
+			}
+			return fmt.Errorf("timeout waiting for PodCIDR allocation on node %q (--detect-local-mode=NodeCIDR)", node)
+		case <-store.Notify():
 		}
 	}
-	return out
+	return nil
 }
 
 // hostAddrs lists this host's interface addresses except the VIPs on our

@@ -33,7 +33,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "this node's name (default: $NODE_NAME, else the hostname)")
 	fs.StringVar(&c.ServiceProxyName, "service-proxy-name", c.ServiceProxyName, "serve only objects whose service.kubernetes.io/service-proxy-name label has this value (default: only unlabelled ones)")
 	ipvsFlags(fs, c)
-	fs.Var(listValue(&c.NodePortAddresses, config.NodePortAddresses), "nodeport-addresses", `comma-separated CIDRs of node addresses NodePorts listen on, "primary" (the Node's InternalIPs) or "all"; unset: every node address`)
+	fs.Var(listValue(&c.NodePortAddresses, config.NodePortAddresses), "nodeport-addresses", `comma-separated CIDRs of node addresses NodePorts listen on, "primary" (the Node's InternalIPs) or "all"; unset: every node address, following addresses as they come and go`)
 	ownershipFlags(fs, c)
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
@@ -72,9 +72,9 @@ func ipvsFlags(fs *pflag.FlagSet, c *config.Config) {
 
 func shimFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade every connection to a ClusterIP")
-	fs.Int32Var(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "the fwmark bit asking for SNAT (only 14, 0x4000, is supported)")
+	fs.Int32Var(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "the fwmark bit asking for SNAT, 0..31 (mark 1<<bit; 14 is kube-proxy's and kubelet's 0x4000)")
 	fs.Var(prefixesValue{&c.ClusterCIDRs}, "cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded")
-	fs.StringVar((*string)(&c.DetectLocalMode), "detect-local-mode", string(c.DetectLocalMode), "how pod traffic is told from the rest: ClusterCIDR (NodeCIDR, BridgeInterface and InterfaceNamePrefix are not supported yet)")
+	fs.StringVar((*string)(&c.DetectLocalMode), "detect-local-mode", string(c.DetectLocalMode), "how pod traffic is told from the rest (connections to a ClusterIP from elsewhere are masqueraded): ClusterCIDR (--cluster-cidr), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface (--pod-bridge-interface) or InterfaceNamePrefix (--pod-interface-name-prefix)")
 	fs.StringVar(&c.BridgeInterface, "pod-bridge-interface", c.BridgeInterface, "the pods' bridge, for --detect-local-mode=BridgeInterface")
 	fs.StringVar(&c.InterfaceNamePrefix, "pod-interface-name-prefix", c.InterfaceNamePrefix, "the pods' interface name prefix, for --detect-local-mode=InterfaceNamePrefix")
 	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")

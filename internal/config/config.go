@@ -47,13 +47,12 @@ type Config struct {
 
 	// The netfilter shim and node settings (kube-proxy's flag names).
 	MasqueradeAll bool
-	// MasqueradeBit is the fwmark bit asking for SNAT; the shim marks with
-	// bit 14 (0x4000) only, so Validate refuses any other.
+	// MasqueradeBit is the fwmark bit asking for SNAT (0..31, mark 1<<bit).
 	MasqueradeBit   int32
 	DetectLocalMode DetectLocalMode
 	ClusterCIDRs    []netip.Prefix // at most one per family
-	// BridgeInterface and InterfaceNamePrefix are read for the detect-local
-	// modes of the same names, which Validate refuses for now.
+	// BridgeInterface and InterfaceNamePrefix are read by the detect-local
+	// modes of the same names.
 	BridgeInterface     string
 	InterfaceNamePrefix string
 	StrictARP           bool
@@ -195,11 +194,11 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validatePeriods(bad)
-	if err := shim.CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
+	if err := shim.CheckPodCIDRs(c.ClusterCIDRs); err != nil {
 		bad("--cluster-cidr (clusterCIDR)", "%v", err)
 	}
-	if c.MasqueradeBit != DefaultMasqueradeBit {
-		bad("--iptables-masquerade-bit (iptables.masqueradeBit)", "kube-ipvs marks with bit 14 (0x4000) only, as kubelet and most CNI plugins expect; got %d", c.MasqueradeBit)
+	if _, err := shim.MasqueradeMark(c.MasqueradeBit); err != nil {
+		bad("--iptables-masquerade-bit (iptables.masqueradeBit)", "%v", err)
 	}
 	c.validateDetectLocal(bad)
 	c.validateClient(bad)
@@ -260,25 +259,41 @@ func checkDurations(bad func(name, format string, args ...any), rule string, ok 
 	}
 }
 
-// validateDetectLocal accepts what the shim implements: pod traffic told
-// by --cluster-cidr. The other modes are checked as kube-proxy checks them,
-// then refused: running without them would masquerade differently from
-// kube-proxy without saying so.
+// validateDetectLocal checks the detect-local mode and the setting it
+// reads, as kube-proxy does, and what iptables would refuse in it.
 func (c Config) validateDetectLocal(bad func(name, format string, args ...any)) {
-	const name = "--detect-local-mode (detectLocalMode)"
+	switch c.DetectLocalMode {
+	case DetectClusterCIDR, DetectNodeCIDR:
+	case DetectBridgeInterface:
+		if err := shim.CheckPodInterface(c.BridgeInterface); err != nil {
+			bad("--pod-bridge-interface (detectLocal.bridgeInterface)", "%v (needed by --detect-local-mode=BridgeInterface)", err)
+		}
+	case DetectInterfaceNamePrefix:
+		if err := shim.CheckPodInterface(c.InterfaceNamePrefix + "+"); err != nil {
+			bad("--pod-interface-name-prefix (detectLocal.interfaceNamePrefix)", "%v (needed by --detect-local-mode=InterfaceNamePrefix)", err)
+		}
+	default:
+		bad("--detect-local-mode (detectLocalMode)", "want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix, got %q", c.DetectLocalMode)
+	}
+}
+
+// ShimConfig is the netfilter shim's configuration: families, masquerading
+// and how pod traffic is told from the rest (kube-proxy's local traffic
+// detector, one per mode). In NodeCIDR mode the pod CIDRs are the Node's
+// spec.podCIDRs, which only the running agent knows: they are left empty
+// here for the reconciler to fill in.
+func (c Config) ShimConfig() shim.Config {
+	mark, _ := shim.MasqueradeMark(c.MasqueradeBit) // Validate refused a bad one
+	sc := shim.Config{Families: c.Families, MasqueradeAll: c.MasqueradeAll, MasqueradeMark: mark}
 	switch c.DetectLocalMode {
 	case DetectClusterCIDR:
-	case DetectNodeCIDR:
-		bad(name, "NodeCIDR is not supported yet: kube-ipvs tells pod traffic by the cluster CIDR only (use ClusterCIDR and --cluster-cidr)")
-	case DetectBridgeInterface, DetectInterfaceNamePrefix:
-		ifName := map[DetectLocalMode]string{DetectBridgeInterface: c.BridgeInterface, DetectInterfaceNamePrefix: c.InterfaceNamePrefix}[c.DetectLocalMode]
-		if ifName == "" {
-			bad(name, "%s needs an interface name (--pod-bridge-interface / --pod-interface-name-prefix)", c.DetectLocalMode)
-		}
-		bad(name, "%s is not supported yet: kube-ipvs tells pod traffic by the cluster CIDR only (use ClusterCIDR and --cluster-cidr)", c.DetectLocalMode)
-	default:
-		bad(name, "want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix, got %q", c.DetectLocalMode)
+		sc.PodCIDRs = c.ClusterCIDRs
+	case DetectBridgeInterface:
+		sc.PodInterface = c.BridgeInterface
+	case DetectInterfaceNamePrefix:
+		sc.PodInterface = c.InterfaceNamePrefix + "+"
 	}
+	return sc
 }
 
 func (c Config) validateClient(bad func(name, format string, args ...any)) {

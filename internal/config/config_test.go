@@ -61,9 +61,13 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"metrics address", func(c *Config) { c.MetricsBindAddress = "::1:x" }, `--metrics-bind-address (metricsBindAddress): want IP:PORT`},
 		{"master with manifests", func(c *Config) { c.Master, c.ManifestsDir = "https://192.0.2.1:6443", "m" }, "--manifests: cannot be combined"},
 		{"proxy mode", func(c *Config) { c.ProxyMode = "nftables" }, `--proxy-mode (mode): kube-ipvs programs IPVS only, it cannot act as kube-proxy's "nftables" mode`},
-		{"masquerade bit", func(c *Config) { c.MasqueradeBit = 13 }, "--iptables-masquerade-bit (iptables.masqueradeBit): kube-ipvs marks with bit 14 (0x4000) only"},
-		{"detect local node cidr", func(c *Config) { c.DetectLocalMode = DetectNodeCIDR }, "--detect-local-mode (detectLocalMode): NodeCIDR is not supported yet"},
-		{"detect local bridge without name", func(c *Config) { c.DetectLocalMode = DetectBridgeInterface }, "BridgeInterface needs an interface name"},
+		{"masquerade bit high", func(c *Config) { c.MasqueradeBit = 32 }, "--iptables-masquerade-bit (iptables.masqueradeBit): must be within the range [0, 31], got 32"},
+		{"masquerade bit negative", func(c *Config) { c.MasqueradeBit = -1 }, "--iptables-masquerade-bit (iptables.masqueradeBit): must be within the range [0, 31], got -1"},
+		{"detect local bridge without name", func(c *Config) { c.DetectLocalMode = DetectBridgeInterface }, "--pod-bridge-interface (detectLocal.bridgeInterface): the pods' interface name must not be empty (needed by --detect-local-mode=BridgeInterface)"},
+		{"detect local prefix without prefix", func(c *Config) { c.DetectLocalMode = DetectInterfaceNamePrefix }, "--pod-interface-name-prefix (detectLocal.interfaceNamePrefix): the pods' interface name must not be empty"},
+		{"detect local prefix too long", func(c *Config) {
+			c.DetectLocalMode, c.InterfaceNamePrefix = DetectInterfaceNamePrefix, "abcdefghijklmno"
+		}, `--pod-interface-name-prefix (detectLocal.interfaceNamePrefix): interface "abcdefghijklmno+" is longer than the kernel's 15 bytes`},
 		{"detect local unknown", func(c *Config) { c.DetectLocalMode = "Magic" }, `want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix, got "Magic"`},
 		{"qps", func(c *Config) { c.Client.QPS = -1 }, "--kube-api-qps (clientConnection.qps): must not be negative"},
 		{"burst", func(c *Config) { c.Client.Burst = -1 }, "--kube-api-burst (clientConnection.burst): must not be negative"},
@@ -80,5 +84,39 @@ func TestValidateNamesTheFlag(t *testing.T) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Each detect-local mode gives the shim kube-proxy's detector for it; the
+// masquerade bit gives the mark 1<<bit.
+func TestShimConfig(t *testing.T) {
+	v4, v6 := netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")
+	for _, tc := range []struct {
+		mode      DetectLocalMode
+		cidrs     []netip.Prefix
+		iface     string
+		wantIface string
+	}{
+		{DetectClusterCIDR, []netip.Prefix{v4, v6}, "", ""},
+		{DetectNodeCIDR, nil, "", ""}, // the Node's, filled in by the reconciler
+		{DetectBridgeInterface, nil, "cbr0", "cbr0"},
+		{DetectInterfaceNamePrefix, nil, "veth", "veth+"},
+	} {
+		c := Default()
+		c.ClusterCIDRs, c.DetectLocalMode, c.MasqueradeBit = []netip.Prefix{v4, v6}, tc.mode, 0
+		c.BridgeInterface, c.InterfaceNamePrefix = tc.iface, tc.iface
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		sc := c.ShimConfig()
+		if !slices.Equal(sc.PodCIDRs, tc.cidrs) || sc.PodInterface != tc.wantIface || sc.MasqueradeMark != 1 || sc.Families != c.Families {
+			t.Errorf("%s: %+v", tc.mode, sc)
+		}
+		if err := sc.Validate(); err != nil {
+			t.Errorf("%s: shim refuses it: %v", tc.mode, err)
+		}
+	}
+	if m := Default().ShimConfig().MasqueradeMark; m != 0x4000 {
+		t.Errorf("default mark %#x, want 0x4000", m)
 	}
 }

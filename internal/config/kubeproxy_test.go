@@ -133,6 +133,48 @@ func TestDecodeKubeProxyRefuses(t *testing.T) {
 	}
 }
 
+// detectLocalMode with its detectLocal setting and masqueradeBit are
+// taken as kube-proxy takes them, and --write-config-to writes them back.
+func TestKubeProxyDetectLocalAndMark(t *testing.T) {
+	for _, tc := range []struct {
+		yaml   string
+		change func(*Config)
+	}{
+		{"detectLocalMode: NodeCIDR\n", func(c *Config) { c.DetectLocalMode = DetectNodeCIDR }},
+		{"detectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: cbr0\n", func(c *Config) {
+			c.DetectLocalMode, c.BridgeInterface = DetectBridgeInterface, "cbr0"
+		}},
+		{"detectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\niptables:\n  masqueradeBit: 3\n", func(c *Config) {
+			c.DetectLocalMode, c.InterfaceNamePrefix, c.MasqueradeBit = DetectInterfaceNamePrefix, "veth", 3
+		}},
+	} {
+		got, _, err := decodeApply([]byte(header + tc.yaml))
+		if err == nil {
+			err = got.Validate()
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		want, _, err := decodeApply([]byte(header))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.change(&want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q:\n got %#v\nwant %#v", tc.yaml, got, want)
+		}
+		out, err := EncodeKubeProxy(FromConfig(got, DefaultKubeProxy()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _, err := decodeApply(out)
+		got.ProxyMode = ProxyModeIPVS // written as what it means
+		if err != nil || !reflect.DeepEqual(again, got) {
+			t.Errorf("%q written and read back: %v\n got %#v\nwant %#v", tc.yaml, err, again, got)
+		}
+	}
+}
+
 // Values that decode but kube-ipvs cannot take are refused by ApplyTo or
 // Validate, naming the field.
 func TestKubeProxyFileValuesRefused(t *testing.T) {
@@ -143,11 +185,11 @@ func TestKubeProxyFileValuesRefused(t *testing.T) {
 		{"cluster cidr", "clusterCIDR: 10.244.0.0/16,nope\n", `clusterCIDR: "nope" is not a CIDR`},
 		{"nodeport localhost", "nodePortAddresses: [localhost]\n", "nodePortAddresses: \"localhost\": NodePorts on loopback exist only in kube-proxy's iptables and nftables modes"},
 		{"logging format", "logging:\n  format: xml\n", `logging.format: want text or json, got "xml"`},
-		{"masquerade bit", "iptables:\n  masqueradeBit: 13\n", "iptables.masqueradeBit): kube-ipvs marks with bit 14 (0x4000) only"},
+		{"masquerade bit", "iptables:\n  masqueradeBit: 32\n", "--iptables-masquerade-bit (iptables.masqueradeBit): must be within the range [0, 31], got 32"},
 		{"scheduler", "ipvs:\n  scheduler: fastest\n", `--ipvs-scheduler (ipvs.scheduler): unknown scheduler "fastest"`},
 		{"min sync period", "ipvs:\n  minSyncPeriod: 1m\n", "ipvs.minSyncPeriod): must be between 0 and the sync period (30s), got 1m0s"},
-		{"detect local", "detectLocalMode: NodeCIDR\n", "NodeCIDR is not supported yet"},
-		{"bridge without name", "detectLocalMode: BridgeInterface\n", "BridgeInterface needs an interface name"},
+		{"detect local", "detectLocalMode: PodCIDR\n", `--detect-local-mode (detectLocalMode): want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix, got "PodCIDR"`},
+		{"bridge without name", "detectLocalMode: BridgeInterface\ndetectLocal:\n  interfaceNamePrefix: veth\n", "--pod-bridge-interface (detectLocal.bridgeInterface): the pods' interface name must not be empty"},
 		{"healthz address", "healthzBindAddress: nowhere:1\n", `--healthz-bind-address (healthzBindAddress): want IP:PORT`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

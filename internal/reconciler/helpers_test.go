@@ -85,11 +85,16 @@ type rig struct {
 	clock *clock
 	out   *bytes.Buffer
 	warn  *recorder
+	// tweak, when set, changes the options every (re)start uses.
+	tweak func(*Options)
 }
 
-func newRig(t testing.TB) *rig {
+func newRig(t testing.TB) *rig { return newRigWith(t, nil) }
+
+// newRigWith is newRig with options changed by tweak.
+func newRigWith(t testing.TB, tweak func(*Options)) *rig {
 	t.Helper()
-	r := &rig{t: t, fake: fake.New(), store: snapshot.NewStore(), clock: &clock{t: time.Unix(1_700_000_000, 0)}, out: &bytes.Buffer{}, warn: &recorder{}}
+	r := &rig{t: t, fake: fake.New(), store: snapshot.NewStore(), clock: &clock{t: time.Unix(1_700_000_000, 0)}, out: &bytes.Buffer{}, warn: &recorder{}, tweak: tweak}
 	r.restart()
 	return r
 }
@@ -99,6 +104,14 @@ var dualStack = model.Families{IPv4: true, IPv6: true}
 
 // options are the reconciler options every test uses.
 func (r *rig) options() Options {
+	o := r.baseOptions()
+	if r.tweak != nil {
+		r.tweak(&o)
+	}
+	return o
+}
+
+func (r *rig) baseOptions() Options {
 	return Options{
 		Dataplane: r.fake,
 		Store:     r.store,

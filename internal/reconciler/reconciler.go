@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +45,11 @@ type Options struct {
 	// families). Its families are the agent's, the same value as
 	// Translate's: the caller hands both the one it was configured with.
 	Shim shim.Config
+	// PodCIDRsFromNode takes the shim's pod CIDRs from this Node's
+	// spec.podCIDRs (kube-proxy's --detect-local-mode=NodeCIDR): the rules
+	// are written by the first sync that knows them, and rewritten should
+	// the Node come back with others (kube-proxy restarts for that).
+	PodCIDRsFromNode bool
 	// DryRun prints the operations to Out instead of applying them.
 	DryRun bool
 	Out    io.Writer
@@ -86,6 +92,11 @@ type Reconciler struct {
 	// pub holds what views read.
 	touched plan.Scope
 	pub     publisher
+
+	// shimCfg is the shim configuration last ensured; podCIDRs the Node's
+	// pod CIDRs last seen (PodCIDRsFromNode).
+	shimCfg  shim.Config
+	podCIDRs []netip.Prefix
 }
 
 // New returns a reconciler; call Init before the first Sync.
@@ -126,8 +137,50 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	if err := r.opt.Dataplane.Init(ctx); err != nil {
 		return err
 	}
-	if err := r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim); err != nil {
-		return err
+	// In NodeCIDR mode the Node is not known yet: the first sync writes
+	// the rules once it is, rather than rules without the pod CIDRs now.
+	if cfg, err := r.shimConfig(); err == nil {
+		if err := r.ensureShim(ctx, cfg); err != nil {
+			return err
+		}
 	}
 	return r.opt.Dataplane.SetTimeouts(ctx, r.opt.Timeouts)
+}
+
+// shimConfig is the shim's configuration for this sync: the configured
+// one, with the Node's pod CIDRs in NodeCIDR mode (the last ones seen, if
+// the Node has lost them: rules are not loosened by a Node being
+// re-created). Without any yet, it is an error: the rules cannot be told.
+func (r *Reconciler) shimConfig() (shim.Config, error) {
+	cfg := r.opt.Shim
+	if !r.opt.PodCIDRsFromNode {
+		return cfg, nil
+	}
+	if cidrs := translate.NodePodCIDRs(r.opt.Store.Node()); len(cidrs) > 0 && !slices.Equal(cidrs, r.podCIDRs) {
+		if r.podCIDRs != nil {
+			r.log.Info("the Node's pod CIDRs changed", zap.Stringers("from", r.podCIDRs), zap.Stringers("to", cidrs))
+		}
+		r.podCIDRs = cidrs
+	}
+	if len(r.podCIDRs) == 0 {
+		return cfg, fmt.Errorf("detect-local mode NodeCIDR: node %q has no spec.podCIDRs yet", r.opt.Translate.NodeName)
+	}
+	cfg.PodCIDRs = r.podCIDRs
+	return cfg, nil
+}
+
+// translateConfig is the translation configuration for this sync: the
+// node's own addresses are the store's when a watcher keeps them there.
+func (r *Reconciler) translateConfig() translate.Config {
+	cfg := r.opt.Translate
+	if addrs, ok := r.opt.Store.HostAddrs(); ok {
+		cfg.HostAddrs = addrs
+	}
+	return cfg
+}
+
+// NodePortAddrs are the node addresses NodePorts are served on now. Safe
+// from any goroutine.
+func (r *Reconciler) NodePortAddrs() []netip.Addr {
+	return translate.NodePortAddrs(r.opt.Store.Node(), r.translateConfig())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -46,12 +47,18 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	// The first sync after every source has synced is full: only then may
 	// what nobody asked for be pruned.
 	st.Full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
+	shimCfg, err := r.shimConfig()
+	if err != nil {
+		return r.finish(st, err)
+	}
 	var shimErr error
 	if st.Full {
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
 		}
-		shimErr = r.ensureShim(ctx)
+	}
+	if st.Full || !shimCfg.Equal(r.shimCfg) {
+		shimErr = r.ensureShim(ctx, shimCfg)
 	}
 	ops, tried := r.plan(ctx, &st, synced)
 	if r.opt.DryRun {
@@ -60,20 +67,26 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	out := r.apply(ctx, ops)
 	st.Failed = out.failed
 	r.noteFailures(&st, out, tried)
-	err := out.err()
+	err = out.err()
 	if err == nil && synced && st.Full {
 		r.prunedOnce = true
 	}
 	return r.finish(st, errors.Join(err, shimErr))
 }
 
-// ensureShim repairs the netfilter rules on a full sync. They are constant
-// for a configuration, so this writes nothing unless someone changed them.
-func (r *Reconciler) ensureShim(ctx context.Context) error {
+// ensureShim repairs the netfilter rules on a full sync, and writes them
+// when their configuration changed (NodeCIDR mode: the Node's pod CIDRs).
+// They are constant for a configuration, so this writes nothing unless
+// someone changed them.
+func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 	if r.opt.DryRun {
 		return nil
 	}
-	return r.opt.Dataplane.EnsureShim(ctx, r.opt.Shim)
+	if err := r.opt.Dataplane.EnsureShim(ctx, cfg); err != nil {
+		return err
+	}
+	r.shimCfg = cfg
+	return nil
 }
 
 // plan translates what changed and returns the operations that bring the
@@ -150,7 +163,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 	scope := plan.NewScope()
 	changes := r.opt.Store.Take()
 	names := append(changes.Services, r.dueRetries(st.Time)...)
-	node := r.opt.Store.Node()
+	node, cfg := r.opt.Store.Node(), r.translateConfig()
 	if changes.Node {
 		// Every Service may translate differently on a new Node (addresses,
 		// zone): all held ones, and all translated before (deleted since).
@@ -161,7 +174,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 	for _, name := range names {
 		tried[name] = struct{}{}
 		svc, epSlices := r.opt.Store.Service(name)
-		res := translate.Service(svc, epSlices, node, r.opt.Translate)
+		res := translate.Service(svc, epSlices, node, cfg)
 		r.metrics.translated(name, res.Err)
 		st.Services++
 		if res.Err != nil {
@@ -299,7 +312,7 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 // ownerOf builds the ownership predicate from one observed state: the
 // cached one for a sync, a fresh read for a drift check.
 func (r *Reconciler) ownerOf(observed model.State) plan.Owner {
-	return plan.NewOwner(observed, translate.NodePortAddrs(r.opt.Store.Node(), r.opt.Translate), plan.OwnerPolicy{
+	return plan.NewOwner(observed, r.NodePortAddrs(), plan.OwnerPolicy{
 		NodePortRange: r.opt.NodePortRange,
 		Exclude:       r.opt.Exclude,
 		Families:      r.opt.Translate.Families,

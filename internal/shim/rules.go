@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -20,9 +21,20 @@ const (
 	ChainForward      = "KUBE-IPVS-FORWARD"
 )
 
-// MasqMark is the packet mark bit that asks for masquerading: kube-proxy's
-// and kubelet's 0x4000, so CNI plugins that honour it keep working.
-const MasqMark = "0x4000"
+// DefaultMasqueradeMark is the packet mark that asks for masquerading
+// unless told otherwise: kube-proxy's and kubelet's 0x4000 (bit 14), so CNI
+// plugins that honour it keep working.
+const DefaultMasqueradeMark uint32 = 1 << 14
+
+// MasqueradeMark is the mark of a masquerade bit (kube-proxy's
+// --iptables-masquerade-bit): 1<<bit, for a bit in 0..31 as kube-proxy
+// allows.
+func MasqueradeMark(bit int32) (uint32, error) {
+	if bit < 0 || bit > 31 {
+		return 0, fmt.Errorf("must be within the range [0, 31], got %d", bit)
+	}
+	return 1 << uint32(bit), nil
+}
 
 // Config is what shapes the rules.
 type Config struct {
@@ -30,22 +42,61 @@ type Config struct {
 	model.Families
 	// MasqueradeAll masquerades every connection to a ClusterIP.
 	MasqueradeAll bool
-	// ClusterCIDRs (at most one per family): connections to a ClusterIP
-	// from outside them are masqueraded.
-	ClusterCIDRs []netip.Prefix
+	// PodCIDRs (at most one per family) tell traffic from pods from the
+	// rest, as kube-proxy's local traffic detector does in its ClusterCIDR
+	// (the cluster CIDR) and NodeCIDR (this Node's spec.podCIDRs) modes:
+	// connections to a ClusterIP from outside them are masqueraded.
+	PodCIDRs []netip.Prefix
+	// PodInterface tells them apart by the interface they come in on
+	// instead, as iptables' -i takes it: a bridge's name (BridgeInterface
+	// mode) or a name prefix followed by "+" (InterfaceNamePrefix mode).
+	// Connections to a ClusterIP that come in on any other interface (or
+	// leave the node itself) are masqueraded. At most one of PodCIDRs and
+	// PodInterface is set.
+	PodInterface string
+	// MasqueradeMark is the packet mark asking for masquerading (see
+	// MasqueradeMark); 0 means DefaultMasqueradeMark.
+	MasqueradeMark uint32
 }
 
 // Validate checks that the rules can be rendered.
 func (c Config) Validate() error {
-	if err := CheckClusterCIDRs(c.ClusterCIDRs); err != nil {
-		return fmt.Errorf("cluster CIDRs %w", err)
+	var errs []error
+	if err := CheckPodCIDRs(c.PodCIDRs); err != nil {
+		errs = append(errs, fmt.Errorf("pod CIDRs %w", err))
 	}
-	return nil
+	if c.PodInterface != "" {
+		if len(c.PodCIDRs) > 0 {
+			errs = append(errs, errors.New("pod traffic is told either by CIDR or by interface, not both"))
+		}
+		if err := CheckPodInterface(c.PodInterface); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m := c.MasqueradeMark; m&(m-1) != 0 {
+		errs = append(errs, fmt.Errorf("masquerade mark %#x is not a single bit", m))
+	}
+	return errors.Join(errs...)
 }
 
-// CheckClusterCIDRs allows one CIDR per family: the rules hold one "not
+// Equal tells whether two configurations render the same rules and sets.
+func (c Config) Equal(o Config) bool {
+	return c.Families == o.Families && c.MasqueradeAll == o.MasqueradeAll &&
+		slices.Equal(c.PodCIDRs, o.PodCIDRs) && c.PodInterface == o.PodInterface && c.mark() == o.mark()
+}
+
+// mark is the masquerade mark as iptables-save prints it.
+func (c Config) mark() string {
+	m := c.MasqueradeMark
+	if m == 0 {
+		m = DefaultMasqueradeMark
+	}
+	return fmt.Sprintf("%#x", m)
+}
+
+// CheckPodCIDRs allows one CIDR per family: the rules hold one "not
 // from the pods" match per family. The agent's flag validation uses it too.
-func CheckClusterCIDRs(ps []netip.Prefix) error {
+func CheckPodCIDRs(ps []netip.Prefix) error {
 	var errs []error
 	seen := map[bool]netip.Prefix{}
 	for _, p := range ps {
@@ -58,14 +109,42 @@ func CheckClusterCIDRs(ps []netip.Prefix) error {
 	return errors.Join(errs...)
 }
 
-// clusterCIDR is the family's cluster CIDR, if any.
-func (c Config) clusterCIDR(v6 bool) (netip.Prefix, bool) {
-	for _, p := range c.ClusterCIDRs {
+// CheckPodInterface explains why iptables would refuse an -i argument
+// (name or prefix+"+"): empty, longer than IFNAMSIZ-1 bytes, or holding a
+// character that would split or quote it in iptables-restore input.
+func CheckPodInterface(name string) error {
+	switch {
+	case name == "" || name == "+":
+		return errors.New("the pods' interface name must not be empty")
+	case len(name) > 15:
+		return fmt.Errorf("interface %q is longer than the kernel's 15 bytes", name)
+	case strings.ContainsAny(name, " \t\n\"'/!:"):
+		return fmt.Errorf("interface %q holds a character no interface name may hold", name)
+	}
+	return nil
+}
+
+// podCIDR is the family's pod CIDR, if any.
+func (c Config) podCIDR(v6 bool) (netip.Prefix, bool) {
+	for _, p := range c.PodCIDRs {
 		if p.Addr().Is6() == v6 {
 			return p.Masked(), true
 		}
 	}
 	return netip.Prefix{}, false
+}
+
+// ifNotPod is the match for traffic that does not come from a pod, as
+// kube-proxy's LocalTrafficDetector.IfNotLocal renders it (iptables-save's
+// spelling); "" when the family has no way to tell.
+func (c Config) ifNotPod(v6 bool) string {
+	if c.PodInterface != "" {
+		return "! -i " + c.PodInterface
+	}
+	if cidr, ok := c.podCIDR(v6); ok {
+		return "! -s " + cidr.String()
+	}
+	return ""
 }
 
 // Jump is a rule in a built-in chain that enters one of ours.
@@ -113,7 +192,8 @@ func Rules(c Config, v6 bool) Ruleset {
 	if v6 {
 		loopback, icmpUnreach = "::1/128", "icmp6-port-unreachable"
 	}
-	mark := MasqMark + "/" + MasqMark
+	masq := c.mark()
+	mark := masq + "/" + masq
 
 	services := []string{
 		// Connections from localhost are not ours to mark (kube-proxy
@@ -124,8 +204,11 @@ func Rules(c Config, v6 bool) Ruleset {
 	}
 	if c.MasqueradeAll {
 		services = append(services, "-m set --match-set "+set(ClusterIP)+" dst,dst -j "+ChainMarkMasq)
-	} else if cidr, ok := c.clusterCIDR(v6); ok {
-		services = append(services, "! -s "+cidr.String()+" -m set --match-set "+set(ClusterIP)+" dst,dst -j "+ChainMarkMasq)
+	} else if notPod := c.ifNotPod(v6); notPod != "" {
+		// Connections to a ClusterIP from outside the pods (another host
+		// routing the service range to this node) are masqueraded, so
+		// their replies come back through here (kube-proxy's IfNotLocal).
+		services = append(services, notPod+" -m set --match-set "+set(ClusterIP)+" dst,dst -j "+ChainMarkMasq)
 	}
 	services = append(services, "-m set --match-set "+set(External)+" dst,dst -j "+ChainMarkMasq)
 
@@ -134,7 +217,7 @@ func Rules(c Config, v6 bool) Ruleset {
 		"-m mark ! --mark " + mark + " -j RETURN",
 		// Clear the mark so a packet that loops through the stack again
 		// is not masqueraded twice (--xor-mark, as iptables-save prints it).
-		"-j MARK --set-xmark " + MasqMark + "/0x0",
+		"-j MARK --set-xmark " + masq + "/0x0",
 		"-j MASQUERADE",
 	}
 	firewall := []string{

@@ -39,9 +39,17 @@ func TestRulesGolden(t *testing.T) {
 		v6   bool
 	}{
 		{"v4-default", Config{Families: v4only}, false},
-		{"v4-cluster-cidr", Config{Families: v4only, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, false},
-		{"v6-cluster-cidr", Config{Families: model.Families{IPv6: true}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, true},
-		{"v4-masquerade-all", Config{Families: v4only, MasqueradeAll: true, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, false},
+		{"v4-cluster-cidr", Config{Families: v4only, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, false},
+		{"v6-cluster-cidr", Config{Families: model.Families{IPv6: true}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}}, true},
+		{"v4-masquerade-all", Config{Families: v4only, MasqueradeAll: true, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}, false},
+		// kube-proxy's BridgeInterface and InterfaceNamePrefix detectors:
+		// the same "not from a pod" rule, told by the incoming interface,
+		// in both families.
+		{"v4-bridge-interface", Config{Families: v4only, PodInterface: "cbr0"}, false},
+		{"v6-interface-prefix", Config{Families: model.Families{IPv6: true}, PodInterface: "veth+"}, true},
+		// --iptables-masquerade-bit 0 and 31, the ends of kube-proxy's range.
+		{"v4-mark-bit-0", Config{Families: v4only, MasqueradeMark: 1}, false},
+		{"v4-mark-bit-31", Config{Families: v4only, MasqueradeMark: 1 << 31}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,13 +59,71 @@ func TestRulesGolden(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	two := Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.244.0.0/16")}}
+	two := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.244.0.0/16")}}
 	if err := two.Validate(); err == nil {
 		t.Error("two IPv4 cluster CIDRs accepted")
 	}
-	dual := Config{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}}
+	dual := Config{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}}
 	if err := dual.Validate(); err != nil {
 		t.Errorf("one per family refused: %v", err)
+	}
+	for _, bad := range []Config{
+		{PodInterface: "cbr0", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+		{PodInterface: "+"},
+		{PodInterface: "a-very-long-name+"},
+		{PodInterface: "veth +"},
+		{MasqueradeMark: 0x4001},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	for _, good := range []Config{{PodInterface: "cali+"}, {PodInterface: "br-0123456789ab"}, {MasqueradeMark: 1 << 31}} {
+		if err := good.Validate(); err != nil {
+			t.Errorf("%+v refused: %v", good, err)
+		}
+	}
+}
+
+func TestMasqueradeMark(t *testing.T) {
+	for bit, want := range map[int32]uint32{0: 0x1, 14: 0x4000, 31: 0x80000000} {
+		if got, err := MasqueradeMark(bit); err != nil || got != want {
+			t.Errorf("bit %d: %#x, %v; want %#x", bit, got, err, want)
+		}
+	}
+	for _, bit := range []int32{-1, 32} {
+		if _, err := MasqueradeMark(bit); err == nil {
+			t.Errorf("bit %d accepted", bit)
+		}
+	}
+}
+
+// Ownership does not depend on the mark: a shim written with another
+// masquerade bit (an agent run with --iptables-masquerade-bit 3) is
+// recognised as ours, rewritten to the current bit, and removed whole.
+func TestOtherMarkIsStillOurs(t *testing.T) {
+	old := saveOf(Rules(Config{Families: v4only, MasqueradeMark: 1 << 3}, false))
+	if !strings.Contains(old, "--mark 0x8/0x8") {
+		t.Fatalf("bit 3 not rendered as 0x8:\n%s", old)
+	}
+	cur := Rules(Config{Families: v4only}, false)
+	if ok, missing := cur.Plan(ParseSave(old)); ok || len(missing) != 0 {
+		t.Errorf("the bit-3 rules: up to date %v, missing jumps %v; want a rewrite of the chains only", ok, missing)
+	}
+	// iptables-save declares the built-in chains the jumps sit in.
+	for _, j := range cur.Jumps {
+		old = strings.Replace(old, "*"+j.Table+"\n", "*"+j.Table+"\n:"+j.From+" ACCEPT [0:0]\n", 1)
+	}
+	removal := Removal(ParseSave(old), OurChains())
+	for _, t2 := range cur.Tables {
+		for _, c := range t2.Chains {
+			if !strings.Contains(removal, "-X "+c.Name+"\n") {
+				t.Errorf("removal keeps %s:\n%s", c.Name, removal)
+			}
+		}
+	}
+	if n := strings.Count(removal, "-D "); n != len(cur.Jumps) {
+		t.Errorf("removal deletes %d jumps, want %d:\n%s", n, len(cur.Jumps), removal)
 	}
 }
 

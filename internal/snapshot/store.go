@@ -6,6 +6,7 @@ package snapshot
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -18,7 +19,7 @@ import (
 // Changes is what happened since the last Take.
 type Changes struct {
 	Services []model.ServiceName // sorted; each was added, changed or deleted
-	Node     bool                // the node object changed: every Service may translate differently
+	Node     bool                // the node object or the host's addresses changed: every Service may translate differently
 }
 
 // Empty tells whether nothing changed.
@@ -33,6 +34,7 @@ type Store struct {
 	slices    map[model.ServiceName]map[sliceKey]*discoveryv1.EndpointSlice
 	sliceSvc  map[sliceKey]model.ServiceName // where each slice is filed, for moves and deletes
 	node      *corev1.Node
+	hostAddrs []netip.Addr // nil until first set
 	dirty     map[model.ServiceName]struct{}
 	nodeDirty bool
 	pending   map[string]bool // source name -> not yet synced
@@ -160,6 +162,37 @@ func (s *Store) SetNode(node *corev1.Node) {
 	s.nodeDirty = true
 	s.mu.Unlock()
 	s.poke()
+}
+
+// SetHostAddrs replaces the node's own addresses (those NodePorts may
+// listen on), as a watcher of the host's interfaces sees them. A change
+// counts as a change of the node: every Service may translate differently.
+// The same addresses again change nothing.
+func (s *Store) SetHostAddrs(addrs []netip.Addr) {
+	addrs = slices.Clone(addrs)
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	addrs = slices.Compact(addrs)
+	if addrs == nil {
+		addrs = []netip.Addr{} // known to be none
+	}
+	s.mu.Lock()
+	changed := s.hostAddrs == nil || !slices.Equal(s.hostAddrs, addrs)
+	if changed {
+		s.hostAddrs = addrs
+		s.nodeDirty = true
+	}
+	s.mu.Unlock()
+	if changed {
+		s.poke()
+	}
+}
+
+// HostAddrs returns the node's own addresses, sorted; ok is false until
+// SetHostAddrs was first called.
+func (s *Store) HostAddrs() (addrs []netip.Addr, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostAddrs, s.hostAddrs != nil
 }
 
 // ChangeCounts returns how many Service and EndpointSlice changes (adds,

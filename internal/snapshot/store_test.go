@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -83,5 +84,25 @@ func TestChangeCounts(t *testing.T) {
 	s.DeleteSlice("ns", "a-1")
 	if svcs, eps := s.ChangeCounts(); svcs != 3 || eps != 2 {
 		t.Fatalf("counts %d services, %d slices; want 3, 2", svcs, eps)
+	}
+}
+
+func TestHostAddrsChangeTheNode(t *testing.T) {
+	s := NewStore()
+	if _, ok := s.HostAddrs(); ok {
+		t.Fatal("host addresses known before any was set")
+	}
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	s.SetHostAddrs(nil)
+	if got, ok := s.HostAddrs(); !ok || len(got) != 0 || !s.Take().Node {
+		t.Fatalf("none: %v %v", got, ok)
+	}
+	s.SetHostAddrs([]netip.Addr{b, a, b})
+	if got, _ := s.HostAddrs(); !slices.Equal(got, []netip.Addr{a, b}) || !s.Take().Node {
+		t.Fatalf("two: %v", got)
+	}
+	s.SetHostAddrs([]netip.Addr{a, b})
+	if c := s.Take(); c.Node {
+		t.Fatal("the same addresses again changed the node")
 	}
 }

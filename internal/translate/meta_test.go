@@ -208,3 +208,22 @@ func TestMetaEndpoints(t *testing.T) {
 		t.Error("an endpoint found under another port")
 	}
 }
+
+func TestNodePodCIDRs(t *testing.T) {
+	for _, tc := range []struct {
+		spec corev1.NodeSpec
+		want string
+	}{
+		{corev1.NodeSpec{}, "[]"},
+		{corev1.NodeSpec{PodCIDR: "10.244.1.0/24"}, "[10.244.1.0/24]"},
+		{corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"fd00:10:244:1::/64", "10.244.1.0/24"}}, "[10.244.1.0/24 fd00:10:244:1::/64]"},
+		{corev1.NodeSpec{PodCIDRs: []string{"nope", "10.244.1.7/24", "10.244.2.0/24"}}, "[10.244.1.0/24]"},
+	} {
+		if got := fmt.Sprint(NodePodCIDRs(&corev1.Node{Spec: tc.spec})); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.spec, got, tc.want)
+		}
+	}
+	if got := NodePodCIDRs(nil); got != nil {
+		t.Errorf("no node: %v", got)
+	}
+}

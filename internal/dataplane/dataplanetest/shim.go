@@ -32,6 +32,7 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"SetMemberMustFit", testSetMemberMustFit},
 	{"NetworksReadBack", testNetworksReadBack},
 	{"ZeroPrefixRefused", testZeroPrefixRefused},
+	{"BadShimConfigRefused", testBadShimConfigRefused},
 }
 
 var dualStack = shim.Config{Families: model.Families{IPv4: true, IPv6: true}}
@@ -120,8 +121,34 @@ func testEnsureKeepsMembers(t *testing.T, nf dataplane.Netfilter) {
 	other := dualStack
 	other.MasqueradeAll = true
 	must(t, "ensure with another config", nf.EnsureShim(ctx, other))
+	// Pod traffic told by interface, another masquerade bit: the rules
+	// change, the sets and their members do not.
+	byIface := dualStack
+	byIface.PodInterface, byIface.MasqueradeMark = "veth+", 1<<3
+	must(t, "ensure by interface, mark 0x8", nf.EnsureShim(ctx, byIface))
 	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members after ensure:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// testBadShimConfigRefused: a configuration whose rules iptables would
+// refuse is refused before anything is written, and what was there stays.
+func testBadShimConfigRefused(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	e := shim.Entry(shim.ClusterIP, netip.MustParseAddr("10.96.0.1"), model.TCP, 443)
+	must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	for _, bad := range []shim.Config{
+		{Families: dualStack.Families, PodInterface: "a-very-long-name+"},
+		{Families: dualStack.Families, PodInterface: "cbr0", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		{Families: dualStack.Families, MasqueradeMark: 0x4001},
+	} {
+		if err := nf.EnsureShim(ctx, bad); err == nil {
+			t.Fatalf("ensure %+v: accepted", bad)
+		}
+	}
+	if got, want := setDump(t, ctx, nf), dumpOf([]model.SetEntry{e}); got != want {
+		t.Fatalf("members after refused ensures:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -28,18 +28,13 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 			f.sets[def.Name] = map[model.SetEntry]struct{}{}
 		}
 	}
-	if f.shimCfg == nil || !sameShimConfig(*f.shimCfg, cfg) {
+	if f.shimCfg == nil || !f.shimCfg.Equal(cfg) {
 		c := cfg
-		c.ClusterCIDRs = slices.Clone(cfg.ClusterCIDRs)
+		c.PodCIDRs = slices.Clone(cfg.PodCIDRs)
 		f.shimCfg = &c
 		f.ruleWrites++
 	}
 	return nil
-}
-
-func sameShimConfig(a, b shim.Config) bool {
-	return a.IPv4 == b.IPv4 && a.IPv6 == b.IPv6 && a.MasqueradeAll == b.MasqueradeAll &&
-		slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs)
 }
 
 // AddSetEntry adds a member: ErrNotExist without its set, ErrExist when

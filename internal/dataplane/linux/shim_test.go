@@ -188,6 +188,28 @@ func testRulesOnlyOnChange(t *testing.T, b shim.Backend) {
 	if !strings.Contains(save, "-A KUBE-IPVS-SERVICES -m set --match-set KUBE-IPVS-CLUSTER-IP dst,dst -j KUBE-IPVS-MARK-MASQ") {
 		t.Fatalf("masquerade-all rule missing:\n%s", save)
 	}
+	// Each detect-local form and the ends of the masquerade bit's range:
+	// written once, then read back exactly as rendered (a second ensure
+	// writes nothing), which is what keeps resyncs from rewriting them.
+	for _, c := range []shim.Config{
+		{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}},
+		{PodInterface: "cbr0"},
+		{PodInterface: "veth+", MasqueradeMark: 1},
+		{PodInterface: "veth+", MasqueradeMark: 1 << 31},
+	} {
+		c.Families = cfg.Families
+		ensure(c, 2, fmt.Sprintf("%+v", c))
+		ensure(c, 0, fmt.Sprintf("%+v again", c))
+	}
+	save = run(t, b.Command("iptables-save"))
+	for _, want := range []string{
+		"-A KUBE-IPVS-SERVICES ! -i veth+ -m set --match-set KUBE-IPVS-CLUSTER-IP dst,dst -j KUBE-IPVS-MARK-MASQ",
+		"-A KUBE-IPVS-MARK-MASQ -j MARK --set-xmark 0x80000000/0x80000000",
+	} {
+		if !strings.Contains(save, want) {
+			t.Fatalf("%q missing:\n%s", want, save)
+		}
+	}
 }
 
 // testAtomicReplacement rewrites the rules back and forth while a reader
