@@ -16,7 +16,14 @@
 #   - strict ARP sysctls; rules written once per family, not on resyncs;
 #   - `cleanup` with no flags removes every virtual server the agent made,
 #     NodePorts included, even once the node address they are on is gone;
-#   - `cleanup --kube-proxy` removes the shim and kube-proxy-shaped leftovers.
+#   - `cleanup --kube-proxy` removes the shim and kube-proxy-shaped leftovers;
+#   - then a second agent with kube-proxy's other settings: nodePortAddresses
+#     unset (a node address added gets its NodePorts within seconds, with a
+#     sync period of an hour, and is served; removed, they go and nothing
+#     else moves), detect-local InterfaceNamePrefix (a pod on a prefixed veth
+#     reaches a ClusterIP unmasqueraded, a client on another interface is
+#     masqueraded), masquerade bit 3 (mark 0x8 does the masquerading, no
+#     0x4000 anywhere, and cleanup still removes it all).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -213,7 +220,83 @@ left=$(iptables-save | grep -E 'KUBE-' ; ip6tables-save | grep -E 'KUBE-'; ipset
 [ -z "$left" ] && ok "cleanup --kube-proxy: no KUBE-* chain, rule or set left" || bad "left after cleanup: $left"
 [ -z "$(ipvsadm -Sn)" ] && ok "cleanup: IPVS table empty" || bad "IPVS left: $(ipvsadm -Sn)"
 
-[ "$failed" = 0 ] && echo "shim-vm: PASS" || { echo "--- agent log"; tail -n 40 /tmp/agent.log; echo "shim-vm: FAIL"; }
+# A second agent with kube-proxy's other settings (issue 10): NodePorts on
+# every node address (nodePortAddresses unset), pod traffic told by its
+# interfaces' name prefix, masquerade bit 3. A sync period of an hour: only
+# the address notifications can bring a new address's NodePorts in time.
+netns ext2 192.168.60.2 192.168.60.1 || die "namespace ext2"
+kube-ipvs agent --manifests /manifests --hostname-override node-a --ipvs-sync-period 1h \
+  --detect-local-mode InterfaceNamePrefix --pod-interface-name-prefix v-pod --iptables-masquerade-bit 3 \
+  --log-level info >/tmp/agent2.log 2>&1 &
+agent=$!
+wait_for 60 sh -c 'ipvsadm -Ln | grep -q "192.168.60.1:30080"' || { tail -n 40 /tmp/agent2.log; die "second agent: no NodePort on 192.168.60.1 after 60s"; }
+grep -q 'nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`' /tmp/agent2.log \
+  && ok "nodePortAddresses unset: kube-proxy's warning suggesting primary" || bad "no warning about nodePortAddresses"
+echo "--- iptables-save -t nat (second agent)"; iptables-save -t nat | grep KUBE-IPVS
+save=$(iptables-save)
+echo "$save" | grep -q -- '-A KUBE-IPVS-SERVICES ! -i v-pod+ -m set --match-set KUBE-IPVS-CLUSTER-IP dst,dst -j KUBE-IPVS-MARK-MASQ' \
+  && ok "detect-local InterfaceNamePrefix: the rule is ! -i v-pod+" || bad "no ! -i v-pod+ rule"
+echo "$save" | grep -q -- '-A KUBE-IPVS-MARK-MASQ -j MARK --set-xmark 0x8/0x8' && ! echo "$save" | grep -q 0x4000 \
+  && ok "masquerade bit 3: mark 0x8, no 0x4000 anywhere" || bad "masquerade bit 3 not in the rules"
+
+# np-cluster's ClusterIP has one endpoint, pod-a. pod-b is on v-pod-b, a
+# pod interface: its address reaches pod-a. ext2 is on v-ext2: masqueraded
+# (mark 0x8), pod-a sees the node's address on its link.
+g=$(greeting pod-b 10.96.0.101 80)
+case "$g" in
+"pod-a from 10.244.2.2:"*) ok "detect-local: pod-b (on v-pod-b) -> ClusterIP not masqueraded ($g)" ;;
+*) bad "pod-b -> ClusterIP: got '$g'" ;;
+esac
+g=$(greeting ext2 10.96.0.101 80)
+case "$g" in
+"pod-a from 10.244.1.1:"*) ok "detect-local: ext2 (on v-ext2) -> ClusterIP masqueraded with mark 0x8 ($g)" ;;
+*) bad "ext2 -> ClusterIP: got '$g'" ;;
+esac
+# Control: without that one rule ext2 keeps its address (the agent, syncing
+# hourly, does not repair it meanwhile); put back where it was.
+rule='KUBE-IPVS-SERVICES ! -i v-pod+ -m set --match-set KUBE-IPVS-CLUSTER-IP dst,dst -j KUBE-IPVS-MARK-MASQ'
+iptables -t nat -D $rule
+g=$(greeting ext2 10.96.0.101 80)
+iptables -t nat -I KUBE-IPVS-SERVICES 3 ${rule#KUBE-IPVS-SERVICES }
+case "$g" in
+"pod-a from 192.168.60.2:"*) ok "control: without the ! -i v-pod+ rule ext2 is not masqueraded ($g)" ;;
+*) bad "control without the detect-local rule: got '$g'" ;;
+esac
+[ "$(iptables-save -t nat | grep -- '-A KUBE-IPVS-SERVICES' | sed -n 3p)" = "-A $rule" ] || bad "the rule was not put back in place"
+
+# An address comes: its NodePorts follow, and serve. It goes: they go.
+before=$(ipvsadm -Sn | sort)
+t0=$(date +%s)
+$IP addr add 192.168.61.1/32 dev v-ext2
+if wait_for 30 sh -c 'ipvsadm -Ln | grep -q "192.168.61.1:30080"'; then
+  ok "address 192.168.61.1 added: its NodePorts within $(($(date +%s) - t0))s (sync period 1h)"
+else
+  bad "address 192.168.61.1 added: no NodePort after 30s"
+fi
+g=$(greeting ext2 192.168.61.1 30080)
+case "$g" in
+"pod-a from 10.244.1.1:"*) ok "NodePort on the new address served ($g)" ;;
+*) bad "NodePort on the new address: got '$g'" ;;
+esac
+echo "--- host addresses the agent saw"; grep 'host addresses' /tmp/agent2.log | tail -n 2
+$IP addr del 192.168.61.1/32 dev v-ext2
+if wait_for 30 sh -c '! ipvsadm -Ln | grep -q "192.168.61.1:"'; then
+  after=$(ipvsadm -Sn | sort)
+  [ "$before" = "$after" ] && ok "address removed: its NodePorts went, the other $(echo "$after" | grep -c '^-A') virtual servers as they were" \
+    || bad "address removed: the table differs from before it came: before: $before after: $after"
+else
+  bad "address removed: its NodePorts stay after 30s"
+fi
+n=$(ipset list KUBE-IPVS-FRONTENDS | grep -c '^192\.168\.61\.1,')
+[ "$n" = 0 ] && ok "address removed: no member of it left in KUBE-IPVS-FRONTENDS" || bad "$n members of 192.168.61.1 left"
+n=$(grep -c 'sync failed' /tmp/agent2.log)
+[ "$n" = 0 ] && ok "second agent: no sync failed" || bad "second agent: $n syncs failed"
+kill "$agent"; wait "$agent"
+kube-ipvs cleanup --kube-proxy --log-level error >/tmp/cleanup.txt || bad "cleanup exited $?"
+left=$(iptables-save | grep -E 'KUBE-' ; ip6tables-save | grep -E 'KUBE-'; ipset list -n | grep KUBE-; ipvsadm -Sn)
+[ -z "$left" ] && ok "cleanup after mark 0x8: nothing left" || bad "left after cleanup: $left"
+
+[ "$failed" = 0 ] && echo "shim-vm: PASS" || { echo "--- agent log"; tail -n 40 /tmp/agent.log; echo "--- second agent log"; tail -n 40 /tmp/agent2.log 2>/dev/null; echo "shim-vm: FAIL"; }
 exit "$failed"
 GUEST
 
