@@ -94,8 +94,10 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		}
 	}()
 	// NodePorts follow the node's addresses as they come and go (kube-proxy
-	// re-reads them at each sync); the one read at start stands until the
-	// watcher's first report.
+	// re-reads them at each sync). The store starts from the read made at
+	// start, so that the watcher's first report, the same addresses,
+	// re-translates nothing.
+	src.store.SetHostAddrs(opt.Translate.HostAddrs)
 	go linux.WatchHostAddrs(ctx, nodePortCandidate, log, src.store.SetHostAddrs)
 	v := views{rec: rec, node: node}
 	if err := serveDebug(ctx, c.DebugAddress, v, src, reg, log); err != nil {
