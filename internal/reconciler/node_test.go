@@ -36,3 +36,36 @@ func TestNodeChangeMovesNodePorts(t *testing.T) {
 		t.Fatalf("after the node's address changed (services %d):\n%s", st.Services, dump)
 	}
 }
+
+// The view carries what the last sync knew of the Node, for /healthz:
+// unknown before one is seen, then eligible until the cluster autoscaler
+// taints it for deletion, unknown again once it is gone.
+func TestViewFollowsNodeEligibility(t *testing.T) {
+	r := newRig(t)
+	if got := r.rec.View().Node; got != (NodeStatus{}) {
+		t.Fatalf("before any sync: %+v", got)
+	}
+	r.sync(false)
+	if got := r.rec.View().Node; got != (NodeStatus{}) {
+		t.Fatalf("no Node in the store: %+v", got)
+	}
+	n := node("192.168.1.10")
+	r.store.SetNode(n)
+	r.sync(false)
+	if got := r.rec.View().Node; got != (NodeStatus{Seen: true, Eligible: true}) {
+		t.Fatalf("a plain Node: %+v", got)
+	}
+	tainted := n.DeepCopy()
+	tainted.Spec.Taints = []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: corev1.TaintEffectNoSchedule}}
+	r.store.SetNode(tainted)
+	before := r.rec.View().Node
+	r.sync(false)
+	if got := r.rec.View().Node; got != (NodeStatus{Seen: true, Eligible: false}) || before != (NodeStatus{Seen: true, Eligible: true}) {
+		t.Fatalf("tainted for deletion: %+v (before the sync %+v)", got, before)
+	}
+	r.store.SetNode(nil)
+	r.sync(false)
+	if got := r.rec.View().Node; got != (NodeStatus{}) {
+		t.Fatalf("Node gone: %+v", got)
+	}
+}

@@ -87,6 +87,8 @@ type Reconciler struct {
 	// made are the virtual servers this process created and has not
 	// deleted (see plan.Owner.Made).
 	made map[model.VSKey]struct{}
+	// node is what the last translation knew of this node's Node.
+	node NodeStatus
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.
@@ -119,7 +121,7 @@ func New(opt Options) *Reconciler {
 		metrics: syncMetrics{m: opt.Metrics},
 	}
 	r.pub.reset()
-	r.pub.store(Status{}, nil, counts{})
+	r.pub.store(Status{}, NodeStatus{}, nil, counts{})
 	return r
 }
 

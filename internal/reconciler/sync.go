@@ -164,6 +164,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 	changes := r.opt.Store.Take()
 	names := append(changes.Services, r.dueRetries(st.Time)...)
 	node, cfg := r.opt.Store.Node(), r.translateConfig()
+	r.node = nodeStatus(node)
 	if changes.Node {
 		// Every Service may translate differently on a new Node (addresses,
 		// zone): all held ones, and all translated before (deleted since).

@@ -7,7 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
@@ -22,6 +25,8 @@ import (
 type View struct {
 	// Last is the outcome of the last sync (zero before the first).
 	Last Status
+	// Node is what the last sync knew of this node's Node object.
+	Node NodeStatus
 
 	servers shardedMap[model.VSKey, *Server] // wanted or in the kernel
 	vips    shardedMap[netip.Addr, struct{}] // bound on the link
@@ -33,6 +38,20 @@ type View struct {
 	failing      int                             // Services whose operations failed
 	refused      int                             // frontends refused (foreign, excluded)
 	healthChecks []translate.HealthCheck
+}
+
+// NodeStatus is what a sync knew of this node's Node object.
+type NodeStatus struct {
+	Seen bool // the store held it
+	// Eligible tells whether it may take load-balancer traffic (not being
+	// deleted, nor tainted for deletion: health.NodeEligible), for
+	// kube-proxy's /healthz.
+	Eligible bool
+}
+
+// nodeStatus judges a Node (nil: none known).
+func nodeStatus(n *corev1.Node) NodeStatus {
+	return NodeStatus{Seen: n != nil, Eligible: health.NodeEligible(n)}
 }
 
 // Server is one virtual server as the last sync left it.
@@ -157,16 +176,17 @@ func (r *Reconciler) publish(st Status) {
 		p.checks = r.desired.healthChecks()
 		r.desired.checksChanged = false
 	}
-	p.store(st, maps.Clone(r.drains), counts{invalid: len(r.metrics.invalid), failing: len(r.failing), refused: len(r.refused)})
+	p.store(st, r.node, maps.Clone(r.drains), counts{invalid: len(r.metrics.invalid), failing: len(r.failing), refused: len(r.refused)})
 }
 
 // counts are the problem counts a View carries for metrics.
 type counts struct{ invalid, failing, refused int }
 
 // store publishes a View of the maps as they are now.
-func (p *publisher) store(st Status, drains map[dataplane.RealRef]time.Time, n counts) {
+func (p *publisher) store(st Status, node NodeStatus, drains map[dataplane.RealRef]time.Time, n counts) {
 	p.view.Store(&View{
 		Last:         st,
+		Node:         node,
 		servers:      p.servers.publish(),
 		vips:         p.vips.publish(),
 		results:      p.results.publish(),
