@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,8 +33,9 @@ type Options struct {
 	// Listen opens a port's listener on one address (a seam for tests);
 	// nil listens on TCP at that address.
 	Listen func(at netip.AddrPort) (net.Listener, error)
-	// Healthy reports whether the proxy itself is healthy (its syncs
-	// succeed); nil means always. It fills serviceProxyHealthy.
+	// Healthy reports whether the proxy itself is healthy (no change has
+	// waited too long for a sync: health.Tracker); nil means always. It
+	// fills serviceProxyHealthy.
 	Healthy func() bool
 }
 
@@ -174,8 +176,10 @@ type Body struct {
 	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
 }
 
-// handler answers any path: 200 with local endpoints (and a healthy
-// proxy), 503 otherwise.
+// handler answers any path as kube-proxy's service health server does:
+// 200 with local endpoints (and a healthy proxy), 503 otherwise; its
+// headers, the local endpoint count as the load-balancing weight, and its
+// body byte for byte (tab-indented JSON, no final newline).
 func (s *Server) handler(p *port) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		name, local := p.get()
@@ -185,12 +189,14 @@ func (s *Server) handler(p *port) http.Handler {
 		b.ServiceProxyHealthy = s.opt.Healthy()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(local))
 		if local > 0 && b.ServiceProxyHealthy {
 			w.WriteHeader(http.StatusOK)
 		} else {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(b)
+		body, _ := json.MarshalIndent(b, "", "\t") // strings, ints, bools: cannot fail
+		_, _ = w.Write(body)
 	})
 }
 

@@ -114,13 +114,37 @@ func TestUnhealthyProxyIs503(t *testing.T) {
 	}
 }
 
-func TestRawJSONShape(t *testing.T) {
-	var b Body
-	b.Service.Namespace, b.Service.Name, b.LocalEndpoints, b.ServiceProxyHealthy = "ns", "svc", 1, true
-	raw, _ := json.Marshal(b)
-	want := `{"service":{"namespace":"ns","name":"svc"},"localEndpoints":1,"serviceProxyHealthy":true}`
-	if string(raw) != want {
-		t.Errorf("JSON %s, want %s", raw, want)
+// TestWireFormat checks an answer byte for byte against kube-proxy's
+// service health server: its headers (the local endpoint count as the
+// load-balancing weight) and its tab-indented body without a final
+// newline.
+func TestWireFormat(t *testing.T) {
+	r := newRig(t, nil)
+	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 3), hc(32001, "db", 0)}, []netip.Addr{nodeAddr}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		port   uint16
+		code   int
+		weight string
+		body   string
+	}{
+		{32000, 200, "3", "{\n\t\"service\": {\n\t\t\"namespace\": \"default\",\n\t\t\"name\": \"web\"\n\t},\n\t\"localEndpoints\": 3,\n\t\"serviceProxyHealthy\": true\n}"},
+		{32001, 503, "0", "{\n\t\"service\": {\n\t\t\"namespace\": \"default\",\n\t\t\"name\": \"db\"\n\t},\n\t\"localEndpoints\": 0,\n\t\"serviceProxyHealthy\": true\n}"},
+	} {
+		resp, err := http.Get("http://" + r.at(nodeAddr, tc.port) + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h := resp.Header
+		if resp.StatusCode != tc.code || string(raw) != tc.body {
+			t.Errorf("port %d: %d\n%s\nwant %d\n%s", tc.port, resp.StatusCode, raw, tc.code, tc.body)
+		}
+		if h.Get("Content-Type") != "application/json" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("X-Load-Balancing-Endpoint-Weight") != tc.weight {
+			t.Errorf("port %d headers: %v", tc.port, h)
+		}
 	}
 }
 
