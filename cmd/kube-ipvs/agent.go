@@ -18,8 +18,10 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/healthcheck"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
@@ -100,11 +102,17 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	src.store.SetHostAddrs(opt.Translate.HostAddrs)
 	go linux.WatchHostAddrs(ctx, nodePortCandidate, log, src.store.SetHostAddrs)
 	v := views{rec: rec, node: node}
-	if err := serveDebug(ctx, c.DebugAddress, v, src, reg, log); err != nil {
+	if err := registerViews(v, src, reg); err != nil {
 		return err
 	}
-	hc, syncHealth := healthChecks(v, log, rec.NodePortAddrs)
+	hz := health.New(health.Options{Timeout: healthTimeout(c.SyncPeriod), Families: familyNames(c.Families)})
+	parent := ctx
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	serveAll(ctx, fail, endpoints(c, v, hz, reg), log)
+	hc, syncHealth := healthChecks(v, hz, log, rec.NodePortAddrs)
 	defer hc.Close()
+	hz.Start()
 	waitSynced(ctx, src)
 	if opt.PodCIDRsFromNode {
 		if err := waitPodCIDRs(ctx, src.store, node, podCIDRsTimeout, log); err != nil {
@@ -113,7 +121,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	}
 	r := runner.Runner{
 		Sync:        syncHealth,
-		Trigger:     queued(ctx, src.store.Notify(), m),
+		Trigger:     queued(ctx, src.store.Notify(), m, hz),
 		MinInterval: c.MinSyncPeriod,
 		Period:      c.SyncPeriod,
 		Backoff:     time.Second,
@@ -122,7 +130,11 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("sync failed", zap.Error(err), zap.Duration("retry_in", retryIn))
 		},
 	}
-	return r.Run(ctx)
+	err = r.Run(ctx)
+	if parent.Err() == nil && ctx.Err() != nil {
+		return context.Cause(ctx) // a listener failed hard
+	}
+	return err
 }
 
 // viewsKernel gives Drift (`kube-ipvs diff`) its own kernel reader when
@@ -141,22 +153,62 @@ func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (fun
 	return func() { _ = dp.Close() }, nil
 }
 
-// serveDebug registers the scrape-time collectors and, when an address is
-// set, serves the debug views and /metrics on it in the background.
-func serveDebug(ctx context.Context, addr string, v views, src *input, reg *prometheus.Registry, log *zap.Logger) error {
+// registerViews registers the scrape-time collectors, which read the
+// published view and the store.
+func registerViews(v views, src *input, reg *prometheus.Registry) error {
 	if err := errors.Join(reg.Register(metrics.NewTable(v.table)), reg.Register(metrics.NewChanges(src.store.ChangeCounts))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	if addr == "" {
-		return nil
-	}
-	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	go func() {
-		if err := server.Serve(ctx, addr, h, log.Named("server")); err != nil {
-			log.Error("debug server stopped", zap.Error(err))
-		}
-	}()
 	return nil
+}
+
+// healthTimeout is how long a queued change may wait for a successful
+// sync before /healthz and /livez fail: kube-proxy's twice the sync period.
+func healthTimeout(syncPeriod time.Duration) time.Duration { return 2 * syncPeriod }
+
+// familyNames are the enabled families as kube-proxy names them.
+func familyNames(f model.Families) []string {
+	var out []string
+	if f.IPv4 {
+		out = append(out, "IPv4")
+	}
+	if f.IPv6 {
+		out = append(out, "IPv6")
+	}
+	return out
+}
+
+// endpoints are the agent's listeners, each on its own address as in
+// kube-proxy (an empty address turns one off): the health server
+// (/healthz, /livez), the metrics server (/metrics, /proxyMode) and the
+// loopback debug views. Only kube-proxy's two fail hard, when asked to.
+func endpoints(c config.Config, v views, hz *health.Tracker, reg *prometheus.Registry) []server.Endpoint {
+	var out []server.Endpoint
+	if c.HealthzBindAddress != "" {
+		out = append(out, server.Endpoint{Name: "healthz", Addr: c.HealthzBindAddress, HardFail: c.BindAddressHardFail,
+			Handler: health.Handler(hz, health.HandlerOptions{NodeEligible: v.nodeEligible(c.ManifestsDir == "")})})
+	}
+	if c.MetricsBindAddress != "" {
+		out = append(out, server.Endpoint{Name: "metrics", Addr: c.MetricsBindAddress, HardFail: c.BindAddressHardFail,
+			Handler: server.MetricsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), config.ProxyModeIPVS)})
+	}
+	if c.DebugAddress != "" {
+		out = append(out, server.Endpoint{Name: "debug", Addr: c.DebugAddress, Handler: server.DebugHandler(v)})
+	}
+	return out
+}
+
+// serveAll runs the endpoints in the background until ctx ends; the first
+// that fails hard cancels ctx with its error, and the agent exits with it
+// (kube-proxy's bindAddressHardFail).
+func serveAll(ctx context.Context, fail context.CancelCauseFunc, eps []server.Endpoint, log *zap.Logger) {
+	for _, e := range eps {
+		go func() {
+			if err := server.Run(ctx, e, log.Named("server")); err != nil {
+				fail(err)
+			}
+		}()
+	}
 }
 
 // newMetrics builds the agent's registry: the Go runtime and process
@@ -174,8 +226,9 @@ func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
 
 // queued forwards the store's change notifications to the runner, noting
 // when each arrived: kube-proxy's last_queued_timestamp, which against the
-// last sync's timestamp tells a stuck agent from an idle one.
-func queued(ctx context.Context, in <-chan struct{}, m *metrics.Metrics) <-chan struct{} {
+// last sync's timestamp tells a stuck agent from an idle one, and the
+// health tracker's queued change.
+func queued(ctx context.Context, in <-chan struct{}, m *metrics.Metrics, hz *health.Tracker) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	go func() {
 		for {
@@ -184,6 +237,7 @@ func queued(ctx context.Context, in <-chan struct{}, m *metrics.Metrics) <-chan 
 				return
 			case <-in:
 				m.Queued(time.Now())
+				hz.Queued()
 				select {
 				case out <- struct{}{}:
 				default: // one pending trigger is enough: the runner coalesces
@@ -221,13 +275,16 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 
 // healthChecks serves the health-check node ports on the node addresses
 // NodePorts use (nodeAddrs, read after each sync: the Node may change), and
-// wraps a sync so that after each one the ports and their local endpoint
-// counts follow the published view, and the ports answer 503 while syncs
-// fail.
-func healthChecks(v views, log *zap.Logger, nodeAddrs func() []netip.Addr) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
-	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: v.healthy})
+// wraps a sync so that the health tracker sees it begin and end, and after
+// each one the ports and their local endpoint counts follow the published
+// view. The ports answer 503 while the tracker finds the agent unhealthy,
+// as kube-proxy's do.
+func healthChecks(v views, hz *health.Tracker, log *zap.Logger, nodeAddrs func() []netip.Addr) (*healthcheck.Server, func(context.Context, bool) (time.Duration, error)) {
+	hc := healthcheck.New(healthcheck.Options{Logger: log, Healthy: hz.Healthy})
 	return hc, func(ctx context.Context, full bool) (time.Duration, error) {
+		hz.Begin()
 		st, err := v.rec.Sync(ctx, full)
+		hz.End(err == nil)
 		if herr := hc.Sync(v.rec.View().HealthChecks(), nodeAddrs()); herr != nil {
 			log.Warn("health check ports", zap.Error(herr))
 		}

@@ -3,20 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
@@ -61,12 +59,15 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := views{rec: rec, node: "node-a"}
-	if err := serveDebug(ctx, "", v, &input{store: store}, reg, zap.NewNop()); err != nil {
+	if err := registerViews(v, &input{store: store}, reg); err != nil {
 		t.Fatal(err)
 	}
-	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hc, sync := healthChecks(v, zap.NewNop(), func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1")} })
+	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
+	h := agentHandlers(t, v, hz, reg)
+	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1")} })
 	defer hc.Close()
+	hz.Start()
+	store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 
 	for name, ip := range map[string]string{"web": "10.96.0.10", "fancy": "10.96.0.30"} {
 		svc := &corev1.Service{
@@ -85,18 +86,13 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 			t.Fatalf("sync (full %v): %v", full, err)
 		}
 	}
-	get := func(path string) string {
-		rr := httptest.NewRecorder()
-		h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, path, nil))
-		return rr.Result().Status + "\n" + rr.Body.String()
-	}
-	if got := get(server.PathHealth); !strings.HasPrefix(got, "200 OK") {
+	if got := ask(h["healthz"], health.PathHealthz); !strings.HasPrefix(got, "200 OK") {
 		t.Errorf("/healthz:\n%s", got)
 	}
-	if !v.healthy() {
+	if !hz.Healthy() {
 		t.Error("the health-check ports would answer 503")
 	}
-	if got := get(server.PathMetrics); !strings.Contains(got, "\nkube_ipvs_service_errors 1\n") || !strings.Contains(got, "\nkube_ipvs_sync_failures_total 0\n") {
+	if got := ask(h["metrics"], server.PathMetrics); !strings.Contains(got, "\nkube_ipvs_service_errors 1\n") || !strings.Contains(got, "\nkube_ipvs_sync_failures_total 0\n") {
 		t.Errorf("/metrics lacks one service error and no sync failure:\n%s", got)
 	}
 	if len(posted) != 1 || !strings.HasPrefix(posted[0], "default/fancy FailedToProgram") {

@@ -16,17 +16,14 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
 
-// views answers /healthz, /metrics' table, the debug endpoints and the
-// health-check ports from what the reconciler published after its last
-// sync. None of them takes a lock or waits for a sync (the runner alone
-// calls Sync), so a sync stuck in the kernel never stalls them.
+// views answers /healthz's Node eligibility, /metrics' table and the
+// debug endpoints from what the reconciler published after its last sync.
+// None of them takes a lock or waits for a sync (the runner alone calls
+// Sync), so a sync stuck in the kernel never stalls them.
 type views struct {
 	rec  *reconciler.Reconciler
 	node string
 }
-
-// LastSync implements server.Inspector.
-func (v views) LastSync() status.Sync { return status.SyncOf(v.rec.View().Last) }
 
 // Status implements server.Inspector.
 func (v views) Status() status.Report { return status.Build(v.node, v.rec.View()) }
@@ -44,8 +41,19 @@ func (v views) Drift(ctx context.Context) ([]string, error) {
 // table counts the kernel table for a scrape.
 func (v views) table() metrics.Table { return v.rec.View().Table() }
 
-// healthy tells the health-check ports whether the last sync succeeded.
-func (v views) healthy() bool { return v.rec.View().Last.Err == nil }
+// nodeEligible is /healthz's verdict on the Node, as of the last sync.
+// From a cluster (needNode), an unknown Node is not eligible, as in
+// kube-proxy; a manifest folder need not hold a Node, and without one the
+// node is eligible.
+func (v views) nodeEligible(needNode bool) func() bool {
+	return func() bool {
+		n := v.rec.View().Node
+		if !n.Seen {
+			return !needNode
+		}
+		return n.Eligible
+	}
+}
 
 // runStatus prints the running agent's annotated view of this node.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
@@ -91,12 +93,15 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	}
 	v := views{rec: rec, node: "node-a"}
 	src := &input{store: store}
-	if err := serveDebug(ctx, "", v, src, reg, zap.NewNop()); err != nil {
+	if err := registerViews(v, src, reg); err != nil {
 		t.Fatal(err)
 	}
-	h := server.Handler(v, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hc, sync := healthChecks(v, zap.NewNop(), func() []netip.Addr { return nil })
+	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
+	h := agentHandlers(t, v, hz, reg)
+	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return nil })
 	defer hc.Close()
+	hz.Start()
+	store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 
 	store.SetService(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
@@ -120,12 +125,10 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	answered := make(chan map[string]string, 1)
 	go func() {
 		got := map[string]string{}
-		for _, path := range []string{server.PathHealth, server.PathStatus, server.PathDiff, server.PathMetrics} {
-			rr := httptest.NewRecorder()
-			h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, path, nil))
-			got[path] = rr.Result().Status + "\n" + rr.Body.String()
+		for path, name := range map[string]string{health.PathHealthz: "healthz", server.PathStatus: "debug", server.PathDiff: "debug", server.PathMetrics: "metrics"} {
+			got[path] = ask(h[name], path)
 		}
-		got["healthy"] = map[bool]string{true: "yes", false: "no"}[v.healthy()]
+		got["healthy"] = map[bool]string{true: "yes", false: "no"}[hz.Healthy()]
 		answered <- got
 	}()
 	var got map[string]string
@@ -136,7 +139,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 		t.Fatal("the views did not answer while a sync was stuck in the kernel")
 	}
 	for path, want := range map[string][]string{
-		server.PathHealth:  {"200 OK", `"ops": 7`},
+		health.PathHealthz: {"200 OK", `"nodeEligible":true,"healthy":true`},
 		server.PathStatus:  {"200 OK", `"addr": "10.244.1.2:8080"`, `"state": "ready"`},
 		server.PathDiff:    {"200 OK", `"ops": []`},
 		server.PathMetrics: {"200 OK", "\nkube_ipvs_real_servers 1\n", "\nkube_ipvs_virtual_servers 1\n"},
@@ -161,4 +164,25 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	if len(rep.VirtualServers) != 1 || len(rep.VirtualServers[0].Reals) != 2 || len(web.Observed.Reals) != 2 || v.table().RealServers != 2 {
 		t.Fatalf("after the sync the views did not follow: %+v", rep)
 	}
+}
+
+// agentHandlers are the handlers the agent serves with its default
+// addresses, by endpoint name.
+func agentHandlers(t *testing.T, v views, hz *health.Tracker, reg *prometheus.Registry) map[string]http.Handler {
+	t.Helper()
+	out := map[string]http.Handler{}
+	for _, e := range endpoints(config.Default(), v, hz, reg) {
+		out[e.Name] = e.Handler
+	}
+	if len(out) != 3 {
+		t.Fatalf("endpoints: %v", out)
+	}
+	return out
+}
+
+// ask GETs path from h: the status line, a newline, the body.
+func ask(h http.Handler, path string) string {
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, path, nil))
+	return rr.Result().Status + "\n" + rr.Body.String()
 }

@@ -63,13 +63,13 @@ type Config struct {
 	DryRun bool
 
 	// HealthzBindAddress and MetricsBindAddress are kube-proxy's listeners
-	// (IP:PORT; empty: off). BindAddressHardFail makes failing to bind
-	// them fatal.
+	// (IP:PORT; empty: off): /healthz and /livez, and /metrics.
+	// BindAddressHardFail makes failing to listen on them fatal; otherwise
+	// the agent logs it and tries again.
 	HealthzBindAddress  string
 	MetricsBindAddress  string
 	BindAddressHardFail bool
-	// DebugAddress serves /livez, /healthz and the views `status` and
-	// `diff` read; empty: off.
+	// DebugAddress serves the views `status` and `diff` read; empty: off.
 	DebugAddress string
 
 	LogLevel  string

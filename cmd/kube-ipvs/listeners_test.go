@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/health"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/server"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+)
+
+// viewsRig is the agent's views over a fake kernel, with the sync the
+// runner would call.
+type viewsRig struct {
+	v     views
+	hz    *health.Tracker
+	store *snapshot.Store
+	sync  func()
+}
+
+func newViewsRig(t *testing.T) viewsRig {
+	t.Helper()
+	store := snapshot.NewStore()
+	rec := reconciler.New(reconciler.Options{
+		Dataplane: fake.New(), Store: store,
+		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
+		Shim:      shim.Config{Families: model.Families{IPv4: true}},
+	})
+	if err := rec.Init(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := views{rec: rec, node: "node-a"}
+	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
+	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return nil })
+	t.Cleanup(hc.Close)
+	hz.Start()
+	return viewsRig{v: v, hz: hz, store: store, sync: func() {
+		if _, err := sync(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+	}}
+}
+
+// The three listeners get kube-proxy's addresses by default, each can be
+// turned off, and only kube-proxy's two fail hard when asked to.
+func TestEndpointsFollowTheConfig(t *testing.T) {
+	r := newViewsRig(t)
+	reg, _, err := newMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(c config.Config) string {
+		var out []string
+		for _, e := range endpoints(c, r.v, r.hz, reg) {
+			s := e.Name + " " + e.Addr
+			if e.HardFail {
+				s += " hard"
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, ", ")
+	}
+	c := config.Default()
+	if got, want := describe(c), "healthz 0.0.0.0:10256, metrics 127.0.0.1:10249, debug 127.0.0.1:10247"; got != want {
+		t.Errorf("defaults: %s, want %s", got, want)
+	}
+	c.BindAddressHardFail = true
+	if got, want := describe(c), "healthz 0.0.0.0:10256 hard, metrics 127.0.0.1:10249 hard, debug 127.0.0.1:10247"; got != want {
+		t.Errorf("hard fail: %s, want %s", got, want)
+	}
+	c.HealthzBindAddress, c.DebugAddress = "", ""
+	if got, want := describe(c), "metrics 127.0.0.1:10249 hard"; got != want {
+		t.Errorf("two off: %s, want %s", got, want)
+	}
+}
+
+// Each listener serves its own paths and nothing of the others': metrics
+// are not on the health address, health not on the metrics address, and
+// the debug address has neither.
+func TestEachListenerServesItsOwnPaths(t *testing.T) {
+	r := newViewsRig(t)
+	reg, _, err := newMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registerViews(r.v, &input{store: r.store}, reg); err != nil {
+		t.Fatal(err)
+	}
+	r.store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+	r.sync()
+	h := agentHandlers(t, r.v, r.hz, reg)
+	for _, tc := range []struct{ name, path, want string }{
+		{"healthz", health.PathHealthz, `200 OK` + "\n" + `{"lastUpdated":`},
+		{"healthz", health.PathLivez, `200 OK` + "\n" + `{"lastUpdated":`},
+		{"healthz", server.PathMetrics, "404"},
+		{"healthz", server.PathStatus, "404"},
+		{"metrics", server.PathMetrics, "200 OK\n# HELP"},
+		{"metrics", server.PathProxyMode, "200 OK\nipvs"},
+		{"metrics", server.PathHealthz, "200 OK\nok"},
+		{"metrics", health.PathLivez, "404"},
+		{"metrics", server.PathStatus, "404"},
+		{"debug", server.PathStatus, "200 OK\n{"},
+		{"debug", server.PathDiff, "200 OK\n{"},
+		{"debug", server.PathMetrics, "404"},
+		{"debug", health.PathHealthz, "404"},
+		{"debug", health.PathLivez, "404"},
+	} {
+		if got := ask(h[tc.name], tc.path); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %s: %.80q, want %q...", tc.name, tc.path, got, tc.want)
+		}
+	}
+}
+
+// /healthz follows the Node the last sync saw: from a cluster, not
+// eligible until the Node is known, then eligible until the cluster
+// autoscaler taints it; /livez answers 200 throughout. From a manifest
+// folder without a Node, the node is eligible.
+func TestHealthzFollowsTheNode(t *testing.T) {
+	r := newViewsRig(t)
+	cluster := health.Handler(r.hz, health.HandlerOptions{NodeEligible: r.v.nodeEligible(true)})
+	folder := health.Handler(r.hz, health.HandlerOptions{NodeEligible: r.v.nodeEligible(false)})
+	check := func(when string, h http.Handler, wantCode string, wantEligible bool) {
+		t.Helper()
+		got := ask(h, health.PathHealthz)
+		code, body, _ := strings.Cut(got, "\n")
+		var rep health.Report
+		if err := json.Unmarshal([]byte(body), &rep); err != nil || !strings.HasPrefix(code, wantCode) || rep.NodeEligible == nil || *rep.NodeEligible != wantEligible || !rep.Healthy {
+			t.Errorf("%s: /healthz %s", when, got)
+		}
+		if live := ask(h, health.PathLivez); !strings.HasPrefix(live, "200") {
+			t.Errorf("%s: /livez %s", when, live)
+		}
+	}
+	r.sync()
+	check("cluster, no Node yet", cluster, "503", false)
+	check("folder without a Node", folder, "200", true)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	r.store.SetNode(n)
+	r.sync()
+	check("Node known", cluster, "200", true)
+	n = n.DeepCopy()
+	n.Spec.Taints = []corev1.Taint{{Key: health.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	r.store.SetNode(n)
+	r.sync()
+	check("Node tainted for deletion", cluster, "503", false)
+	check("folder, Node tainted for deletion", folder, "503", false)
+}
+
+// With bindAddressHardFail, a listener that cannot listen stops the agent
+// with an error naming its address; without it, the agent goes on and
+// says so in the log.
+func TestBindAddressHardFail(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	r := newViewsRig(t)
+	reg, _, err := newMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.HealthzBindAddress, c.MetricsBindAddress, c.DebugAddress = addr, "", ""
+
+	c.BindAddressHardFail = true
+	ctx, fail := context.WithCancelCause(context.Background())
+	defer fail(nil)
+	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg), zap.NewNop())
+	select {
+	case <-ctx.Done():
+		if err := context.Cause(ctx); !strings.Contains(err.Error(), "healthz server on "+addr+": listen tcp "+addr) {
+			t.Fatalf("cause %v, want one naming %s", err, addr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a listener failing hard did not stop the agent")
+	}
+
+	c.BindAddressHardFail = false
+	core, logs := observer.New(zap.ErrorLevel)
+	ctx, fail = context.WithCancelCause(context.Background())
+	defer fail(nil)
+	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg), zap.New(core))
+	deadline := time.Now().Add(time.Minute)
+	for logs.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logs.Len() == 0 || ctx.Err() != nil {
+		t.Fatalf("soft failure: logged %d, agent stopped: %v", logs.Len(), context.Cause(ctx))
+	}
+	if e := logs.All()[0].ContextMap(); !strings.Contains(e["error"].(string), addr) {
+		t.Fatalf("logged %v", e)
+	}
+}
