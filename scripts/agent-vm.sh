@@ -8,13 +8,19 @@
 #   3. the running agent's `status` annotates the table, its /metrics counts
 #      the virtual servers, and `diff` is empty, then names a real server
 #      deleted behind its back;
-#   4. a Service asking for a scheduler the kernel has no module for (twos
+#   4. kube-proxy's ports: /healthz and /livez on 10256 with kube-proxy's
+#      JSON and headers, /metrics and /proxyMode on 10249, the debug views
+#      alone on 10247; tainting the Node ToBeDeletedByClusterAutoscaler
+#      fails /healthz (nodeEligible false) and not /livez; a second agent
+#      with --bind-address-hard-fail exits naming the address it could not
+#      listen on, one without keeps running;
+#   5. a Service asking for a scheduler the kernel has no module for (twos
 #      on Debian's cloud kernel) fails alone: the sync stays ok, /healthz
 #      answers 200, kube_ipvs_service_errors counts it, the rest is served;
-#   5. a Service whose external IP:port keepalived (here: ipvsadm by hand)
+#   6. a Service whose external IP:port keepalived (here: ipvsadm by hand)
 #      already serves leaves that virtual server and its address alone, is
 #      reported, and its going deletes nothing of it;
-#   6. `cleanup` (no flags) removes everything the agent made, the link and a
+#   7. `cleanup` (no flags) removes everything the agent made, the link and a
 #      Local-policy NodePort on a node address the VM does not have
 #      included, and leaves a virtual server added by hand (as keepalived
 #      would) alone.
@@ -68,9 +74,11 @@ done
 echo "--- kube-ipvs status"; cat /tmp/status.txt
 grep -q -- '-t 10.96.0.100:80 rr (flag)  default/web port http (ClusterIP)' /tmp/status.txt || fail "status lacks the web Service"
 grep -q -- '-> 10.244.1.2:8080 .* ready on node-a' /tmp/status.txt || fail "status lacks web's endpoints"
-# Prometheus metrics on the same address. Busybox wget crashes in this
-# guest, so a raw HTTP GET through nc (-w: wait for the answer after EOF).
-printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc -w 2 127.0.0.1 10247 | tr -d '\r' >/tmp/metrics.txt
+# Busybox wget crashes in this guest, so a raw HTTP GET through nc (-w:
+# wait for the answer after EOF). get PORT PATH prints headers and body.
+get() { printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" | nc -w 2 127.0.0.1 "$1" | tr -d '\r'; }
+# Prometheus metrics on kube-proxy's metrics port.
+get 10249 /metrics | sed '1,/^$/d' >/tmp/metrics.txt
 vs=$(grep -cE '^(TCP|UDP|SCTP|FWM) ' /tmp/got.ipvsadm)
 echo "--- /metrics (kube-ipvs and kube-proxy families; sync duration buckets up to 1.6 ms)"
 grep -E '^(kube_ipvs|kubeproxy)_' /tmp/metrics.txt | grep -v '_bucket' | grep -vE '^kube_ipvs_operations_total.* 0$'
@@ -87,7 +95,60 @@ kube-ipvs diff >/tmp/diff.txt; rc=$?
   || fail "diff after a hand-deleted real server exited $rc: $(cat /tmp/diff.txt)"
 echo "--- kube-ipvs diff: empty at steady state, names a real server deleted by hand"
 
-get() { printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$1" | nc -w 2 127.0.0.1 10247 | tr -d '\r'; }
+# kube-proxy's ports, each serving its own paths only.
+get 10256 /healthz >/tmp/healthz.txt
+echo "--- :10256/healthz"; cat /tmp/healthz.txt; echo
+head -1 /tmp/healthz.txt | grep -q ' 200 ' || fail "/healthz: $(head -1 /tmp/healthz.txt)"
+grep -qx 'Content-Type: application/json' /tmp/healthz.txt || fail "/healthz without kube-proxy's content type"
+grep -qx 'X-Content-Type-Options: nosniff' /tmp/healthz.txt || fail "/healthz without nosniff"
+grep -qE '^\{"lastUpdated":"[^"]+","currentTime":"[^"]+","nodeEligible":true,"healthy":true,"status":\{"IPv4":\{"lastUpdated":"[^"]+","healthy":true\},"IPv6":\{"lastUpdated":"[^"]+","healthy":true\}\}\}$' /tmp/healthz.txt \
+  || fail "/healthz body is not kube-proxy's: $(tail -1 /tmp/healthz.txt)"
+get 10256 /livez | grep -qE '^\{"lastUpdated":"[^"]+","currentTime":"[^"]+","healthy":true,' || fail "/livez: $(get 10256 /livez)"
+get 10256 /metrics | head -1 | grep -q ' 404 ' || fail "/metrics on the health port: $(get 10256 /metrics | head -1)"
+[ "$(get 10249 /proxyMode | tail -1)" = ipvs ] || fail "/proxyMode: $(get 10249 /proxyMode)"
+get 10249 /livez | head -1 | grep -q ' 404 ' || fail "/livez on the metrics port: $(get 10249 /livez | head -1)"
+for path in /metrics /healthz /livez; do
+  get 10247 $path | head -1 | grep -q ' 404 ' || fail "$path on the debug port: $(get 10247 $path | head -1)"
+done
+echo "--- :10256 /healthz /livez (kube-proxy's JSON), :10249 /metrics /proxyMode, :10247 the debug views only"
+
+# A Node the cluster autoscaler is about to delete: /healthz fails so load
+# balancers drain it, /livez does not (a restart would not help).
+cp /examples/node.yaml /tmp/node.yaml
+cat >>/examples/node.yaml <<'YAML'
+spec:
+  taints:
+    - {key: ToBeDeletedByClusterAutoscaler, value: "1700000000", effect: NoSchedule}
+YAML
+i=0
+until get 10256 /healthz | head -1 | grep -q ' 503 '; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "/healthz never failed for a Node tainted for deletion: $(get 10256 /healthz | tail -1)"; sleep 0.5
+done
+get 10256 /healthz | tail -1 | grep -q '"nodeEligible":false,"healthy":true' || fail "/healthz for a tainted Node: $(get 10256 /healthz | tail -1)"
+get 10256 /livez | head -1 | grep -q ' 200 ' || fail "/livez for a tainted Node: $(get 10256 /livez | head -1)"
+cp /tmp/node.yaml /examples/node.yaml
+i=0
+until get 10256 /healthz | head -1 | grep -q ' 200 '; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "/healthz did not recover when the taint went: $(get 10256 /healthz | tail -1)"; sleep 0.5
+done
+echo "--- a Node tainted ToBeDeletedByClusterAutoscaler: /healthz 503 (nodeEligible false), /livez 200; 200 again untainted"
+
+# The ports are taken: with --bind-address-hard-fail a second agent exits
+# naming the address; without, it logs, keeps trying and keeps running.
+timeout 60 kube-ipvs agent --manifests /examples --hostname-override node-a --debug-address '' \
+  --bind-address-hard-fail >/tmp/hard.log 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -qE 'server on (0\.0\.0\.0:10256|127\.0\.0\.1:10249): listen tcp [0-9.:]+: bind: address already in use' /tmp/hard.log \
+  || fail "hard fail: exit $rc: $(tail -3 /tmp/hard.log)"
+kube-ipvs agent --manifests /examples --hostname-override node-a --debug-address '' >/tmp/soft.log 2>&1 &
+soft=$!
+i=0
+until grep -q 'cannot serve; trying again' /tmp/soft.log; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "soft fail: nothing logged: $(tail -3 /tmp/soft.log)"; sleep 0.5
+done
+kill -0 $soft || fail "soft fail: the agent exited: $(tail -3 /tmp/soft.log)"
+kill $soft; wait $soft
+echo "--- ports taken: --bind-address-hard-fail exits 1 naming $(grep -o '[a-z]* server on [0-9.:]*' /tmp/hard.log | head -1); without it the agent keeps running"
+
 if grep -q '^ip_vs_twos ' /proc/modules; then
   echo "--- this kernel has ip_vs_twos: the missing-scheduler check does not apply"
 else
@@ -105,12 +166,12 @@ spec:
     - {name: http, protocol: TCP, port: 80, targetPort: 8080}
 YAML
   i=0
-  until get /metrics | grep -qx 'kube_ipvs_service_errors 1'; do
+  until get 10249 /metrics | grep -qx 'kube_ipvs_service_errors 1'; do
     i=$((i + 1)); [ $i -lt 60 ] || fail "a twos Service never showed in kube_ipvs_service_errors"; sleep 0.5
   done
   kube-ipvs status >/tmp/status.txt 2>&1
   grep -q 'last sync .*: ok' /tmp/status.txt || fail "a twos Service failed the sync: $(head -1 /tmp/status.txt)"
-  get /healthz | head -1 | grep -q ' 200 ' || fail "/healthz with a twos Service: $(get /healthz | head -1)"
+  get 10256 /healthz | head -1 | grep -q ' 200 ' || fail "/healthz with a twos Service: $(get 10256 /healthz | head -1)"
   ipvsadm -Ln | grep -q '10.96.0.100:80' || fail "the web Service went with the twos one"
   ipvsadm -Ln | grep -q '10.96.0.77' && fail "a virtual server with a scheduler the kernel lacks exists"
   grep -q 'FailedToProgram' /tmp/agent.log || fail "the twos Service was not reported: $(tail -3 /tmp/agent.log)"

@@ -70,14 +70,22 @@ func client(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	return c
 }
 
-// guestScript runs in the VM: the agent, its log on the console, and the
-// kernel table printed whenever it changes, until the stop virtual server
-// appears.
+// guestScript runs in the VM: the agent, its log on the console, its
+// /healthz on kube-proxy's port (code, nodeEligible, healthy) whenever it
+// changes, and the kernel table printed whenever it changes, until the stop
+// virtual server appears.
 const guestScript = `set -u
 echo "cluster-vm: guest up"
 ( kube-ipvs agent --kubeconfig /etc/kube-ipvs/agent.kubeconfig --hostname-override ` + nodeName + ` \
     --drain-timeout 0s --log-level info 2>&1; echo "agent exited: $?" ) |
   while IFS= read -r l; do echo "agent| $l"; done &
+( prev=
+  while :; do
+    r=$(printf 'GET /healthz HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 10256 2>/dev/null | tr -d '\r')
+    cur="$(echo "$r" | head -1 | cut -d' ' -f2) $(echo "$r" | tail -1 | sed -n 's/.*"nodeEligible":\([a-z]*\),"healthy":\([a-z]*\).*/eligible=\1 healthy=\2/p')"
+    if [ "$cur" != "$prev" ]; then echo "healthz-state: $cur"; prev=$cur; fi
+    sleep 0.3
+  done ) &
 ` + snapshotLoop
 
 // snapshotLoop ends every guest script: it prints the kernel table whenever
@@ -142,6 +150,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.3:8080": 1})
 	})
 	t.Logf("VM start to web programmed: %.1f s", time.Since(boot).Seconds())
+	checkNodeEligibility(ctx, t, admin, con)
 
 	createService(ctx, t, admin, "api", "10.96.10.20", 8080, nil)
 	createSlice(ctx, t, admin, "api", "api-1", 9090, "10.244.2.5")
@@ -173,6 +182,43 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 	t.Logf("whole VM run: %.1f s", time.Since(boot).Seconds())
 	checkAgentLog(t, con.AgentLog())
+}
+
+// checkNodeEligibility: /healthz on kube-proxy's port answers 200 for the
+// Node, 503 (nodeEligible false, the agent itself healthy) once the
+// cluster autoscaler's taint is on it, and 200 again when it is off.
+func checkNodeEligibility(ctx context.Context, t *testing.T, c kubernetes.Interface, con *Console) {
+	t.Helper()
+	const ok, drained = "200 eligible=true healthy=true", "503 eligible=false healthy=true"
+	wait := func(what, want string) {
+		t.Helper()
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := con.WaitHealthz(wctx, want); err != nil {
+			t.Fatalf("%s: want /healthz %q: %v", what, want, err)
+		}
+		t.Logf("%s: /healthz %q after %.2f s", what, want, time.Since(start).Seconds())
+	}
+	taint := func(on bool) {
+		t.Helper()
+		n, err := c.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get Node: %v", err)
+		}
+		n.Spec.Taints = nil
+		if on {
+			n.Spec.Taints = []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Value: "1700000000", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		if _, err := c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("taint Node (%v): %v", on, err)
+		}
+	}
+	wait("Node ready", ok)
+	taint(true)
+	wait("Node tainted ToBeDeletedByClusterAutoscaler", drained)
+	taint(false)
+	wait("taint removed", ok)
 }
 
 func hasReals(tab Table, vs string, want map[string]int) bool {

@@ -14,6 +14,9 @@ import (
 const (
 	snapshotPrefix = "ipvs-snapshot: " // the whole `ipvsadm -Sn` table, rules joined by ';'
 	agentPrefix    = "agent| "         // one line of the agent's log
+	// healthzPrefix: the agent's /healthz on kube-proxy's port, when it
+	// changes: the status code, nodeEligible and healthy.
+	healthzPrefix = "healthz-state: "
 )
 
 // Table is one `ipvsadm -Sn` snapshot: virtual server ("-t 10.96.0.1:80")
@@ -75,7 +78,8 @@ type Console struct {
 	mu      sync.Mutex
 	table   Table
 	seen    bool          // a snapshot has arrived
-	changed chan struct{} // closed and replaced on every snapshot
+	healthz string        // the latest healthz state
+	changed chan struct{} // closed and replaced on every snapshot and healthz state
 	agent   []string
 	all     []string
 	done    chan struct{} // closed when the stream ends
@@ -103,6 +107,10 @@ func (c *Console) follow(r io.Reader, echo func(string)) {
 			c.seen = true
 			close(c.changed)
 			c.changed = make(chan struct{})
+		} else if i := strings.Index(line, healthzPrefix); i >= 0 {
+			c.healthz = line[i+len(healthzPrefix):]
+			close(c.changed)
+			c.changed = make(chan struct{})
 		} else if i := strings.Index(line, agentPrefix); i >= 0 {
 			c.agent = append(c.agent, line[i+len(agentPrefix):])
 		}
@@ -126,6 +134,26 @@ func (c *Console) WaitTable(ctx context.Context, ok func(Table) bool) (Table, er
 			return t, fmt.Errorf("the VM console ended; last table:\n%s", t)
 		case <-ctx.Done():
 			return t, fmt.Errorf("%w; last table:\n%s", context.Cause(ctx), t)
+		}
+	}
+}
+
+// WaitHealthz waits until the latest /healthz state is want ("200
+// eligible=true healthy=true"), the stream ends, or ctx ends.
+func (c *Console) WaitHealthz(ctx context.Context, want string) error {
+	for {
+		c.mu.Lock()
+		got, ch := c.healthz, c.changed
+		c.mu.Unlock()
+		if got == want {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+			return fmt.Errorf("the VM console ended; /healthz state %q", got)
+		case <-ctx.Done():
+			return fmt.Errorf("%w; /healthz state %q", context.Cause(ctx), got)
 		}
 	}
 }

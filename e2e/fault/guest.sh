@@ -248,9 +248,12 @@ t0=$(now)
 polls=0
 slow=0
 while kill -0 $holder 2>/dev/null; do
-  for path in /healthz /metrics; do
+  # kube-proxy's ports: /healthz on the health server, /metrics on the
+  # metrics server.
+  for at in 10256/healthz 10249/metrics; do
+    port=${at%%/*} path=/${at#*/}
     s=$(now)
-    code=$(printf 'GET %s HTTP/1.0\r\n\r\n' $path | timeout 5 nc -w 4 127.0.0.1 10247 2>/dev/null | head -1 | awk '{print $2}')
+    code=$(printf 'GET %s HTTP/1.0\r\n\r\n' $path | timeout 5 nc -w 4 127.0.0.1 $port 2>/dev/null | head -1 | awk '{print $2}')
     d=$(since "$s")
     polls=$((polls + 1))
     # Under emulation a busy guest can take seconds to run nc at all: only

@@ -44,8 +44,9 @@ func command(name, node string, extra []string) ([]string, error) {
 	return append(argv, extra...), nil
 }
 
-// kubeIPVSMetrics is the agent's default --debug-address.
-const kubeIPVSMetrics = "http://127.0.0.1:10247/metrics"
+// kubeIPVSMetrics is the agent's /metrics at its default
+// --metrics-bind-address (kube-proxy's).
+const kubeIPVSMetrics = "http://127.0.0.1:10249/metrics"
 
 // measure runs one tool through every measurement; t is named so that the
 // deferred stop can still add the tool's last log lines.
