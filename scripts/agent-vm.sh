@@ -147,7 +147,7 @@ until grep -q 'cannot serve; trying again' /tmp/soft.log; do
 done
 kill -0 $soft || fail "soft fail: the agent exited: $(tail -3 /tmp/soft.log)"
 kill $soft; wait $soft
-echo "--- ports taken: --bind-address-hard-fail exits 1 naming $(grep -o '[a-z]* server on [0-9.:]*' /tmp/hard.log | head -1); without it the agent keeps running"
+echo "--- ports taken: --bind-address-hard-fail exits 1 naming $(grep -oE '[a-z]+ server on [0-9.]+:[0-9]+' /tmp/hard.log | head -1); without it the agent keeps running"
 
 if grep -q '^ip_vs_twos ' /proc/modules; then
   echo "--- this kernel has ip_vs_twos: the missing-scheduler check does not apply"
