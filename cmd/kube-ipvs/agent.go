@@ -119,9 +119,20 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			return err
 		}
 	}
-	r := runner.Runner{
-		Sync:        syncHealth,
-		Trigger:     queued(ctx, src.store.Notify(), m, hz),
+	err = syncLoop(c, queued(ctx, src.store.Notify(), m, hz), syncHealth, log).Run(ctx)
+	if parent.Err() == nil && ctx.Err() != nil {
+		return context.Cause(ctx) // a listener failed hard
+	}
+	return err
+}
+
+// syncLoop runs sync on every trigger (coalesced: at most once per
+// --ipvs-min-sync-period), fully every --ipvs-sync-period, and retries a
+// failed sync with backoff.
+func syncLoop(c config.Config, trigger <-chan struct{}, sync func(context.Context, bool) (time.Duration, error), log *zap.Logger) *runner.Runner {
+	return &runner.Runner{
+		Sync:        sync,
+		Trigger:     trigger,
 		MinInterval: c.MinSyncPeriod,
 		Period:      c.SyncPeriod,
 		Backoff:     time.Second,
@@ -130,11 +141,6 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 			log.Error("sync failed", zap.Error(err), zap.Duration("retry_in", retryIn))
 		},
 	}
-	err = r.Run(ctx)
-	if parent.Err() == nil && ctx.Err() != nil {
-		return context.Cause(ctx) // a listener failed hard
-	}
-	return err
 }
 
 // viewsKernel gives Drift (`kube-ipvs diff`) its own kernel reader when
