@@ -72,7 +72,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 		return err
 	}
 	defer src.stop()
-	reg, m, err := newMetrics()
+	reg, m, err := newMetrics(c.Families, src.store)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	src.store.SetHostAddrs(opt.Translate.HostAddrs)
 	go linux.WatchHostAddrs(ctx, nodePortCandidate, log, src.store.SetHostAddrs)
 	v := views{rec: rec, node: node}
-	if err := registerViews(v, src, reg); err != nil {
+	if err := registerViews(v, reg); err != nil {
 		return err
 	}
 	hz := health.New(health.Options{Timeout: healthTimeout(c.SyncPeriod), Families: familyNames(c.Families)})
@@ -160,9 +160,9 @@ func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (fun
 }
 
 // registerViews registers the scrape-time collectors, which read the
-// published view and the store.
-func registerViews(v views, src *input, reg *prometheus.Registry) error {
-	if err := errors.Join(reg.Register(metrics.NewTable(v.table)), reg.Register(metrics.NewChanges(src.store.ChangeCounts))); err != nil {
+// published view.
+func registerViews(v views, reg *prometheus.Registry) error {
+	if err := reg.Register(metrics.NewTable(v.table)); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	return nil
@@ -217,17 +217,38 @@ func serveAll(ctx context.Context, fail context.CancelCauseFunc, eps []server.En
 	}
 }
 
-// newMetrics builds the agent's registry: the Go runtime and process
-// collectors (kube-proxy serves them too, so its dashboards find them) and
-// the reconciler's metrics. Library code never touches the global registry.
-func newMetrics() (*prometheus.Registry, *metrics.Metrics, error) {
+// newMetrics builds the agent's registry as kube-proxy's: the Go runtime
+// (every runtime metric, as component-base registers it) and process
+// collectors, its build info, client-go's request metrics (installed as
+// client-go's reporter), the change counters read from store, and the
+// reconciler's metrics for the families served. Library code never touches
+// the global registry.
+func newMetrics(families model.Families, store *snapshot.Store) (*prometheus.Registry, *metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
-	if err := errors.Join(reg.Register(collectors.NewGoCollector()),
-		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
+	if err := errors.Join(
+		reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll))),
+		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+		reg.Register(metrics.NewChanges(families, storeChanges(store))),
+		metrics.RegisterBuildInfo(reg, metrics.BuildOf(version)),
+	); err != nil {
 		return nil, nil, fmt.Errorf("register runtime metrics: %w", err)
 	}
-	m, err := metrics.New(reg)
+	rc, err := metrics.NewRESTClient(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc.Install()
+	m, err := metrics.New(reg, families)
 	return reg, m, err
+}
+
+// storeChanges reads the store's change counts for the metrics.
+func storeChanges(store *snapshot.Store) func() metrics.Changes {
+	return func() metrics.Changes {
+		c := store.Counts()
+		return metrics.Changes{Services: c.ServiceChanges, Slices: c.SliceChanges,
+			ServicesPending: c.ServicesPending, SlicesPending: c.SlicesPending}
+	}
 }
 
 // queued forwards the store's change notifications to the runner, noting

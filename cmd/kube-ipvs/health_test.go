@@ -45,7 +45,7 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 	})
 	store := snapshot.NewStore()
 	var posted events
-	reg, m, err := newMetrics()
+	reg, m, err := newMetrics(model.Families{IPv4: true}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := views{rec: rec, node: "node-a"}
-	if err := registerViews(v, &input{store: store}, reg); err != nil {
+	if err := registerViews(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})

@@ -62,7 +62,7 @@ func newViewsRig(t *testing.T) viewsRig {
 // turned off, and only kube-proxy's two fail hard when asked to.
 func TestEndpointsFollowTheConfig(t *testing.T) {
 	r := newViewsRig(t)
-	reg, _, err := newMetrics()
+	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +96,11 @@ func TestEndpointsFollowTheConfig(t *testing.T) {
 // the debug address has neither.
 func TestEachListenerServesItsOwnPaths(t *testing.T) {
 	r := newViewsRig(t)
-	reg, _, err := newMetrics()
+	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := registerViews(r.v, &input{store: r.store}, reg); err != nil {
+	if err := registerViews(r.v, reg); err != nil {
 		t.Fatal(err)
 	}
 	r.store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
@@ -174,7 +174,7 @@ func TestBindAddressHardFail(t *testing.T) {
 	defer ln.Close()
 	addr := ln.Addr().String()
 	r := newViewsRig(t)
-	reg, _, err := newMetrics()
+	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
 	if err != nil {
 		t.Fatal(err)
 	}

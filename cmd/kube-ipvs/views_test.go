@@ -87,13 +87,12 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	if err := rec.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	reg, _, err := newMetrics()
+	reg, _, err := newMetrics(model.Families{IPv4: true}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := views{rec: rec, node: "node-a"}
-	src := &input{store: store}
-	if err := registerViews(v, src, reg); err != nil {
+	if err := registerViews(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})

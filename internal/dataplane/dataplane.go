@@ -31,6 +31,17 @@ var (
 	ErrUnsupported = errors.New("not supported by this kernel")
 )
 
+// RestoreError is a failed iptables-restore of the netfilter shim's rules
+// of one family, as EnsureShim returns it (wrapped), so that kube-proxy's
+// per-family restore failure counter can be kept.
+type RestoreError struct {
+	IPv6 bool
+	Err  error
+}
+
+func (e *RestoreError) Error() string { return e.Err.Error() }
+func (e *RestoreError) Unwrap() error { return e.Err }
+
 // Observation is one full read of the kernel: the IPVS table (every service,
 // ours or not), the addresses bound on LinkName, the members of the shim's
 // ipsets (State.Sets), and every real server's connection counters.

@@ -2,80 +2,82 @@
 // registry the caller injects (never the global default one), so tests and
 // several agents in one process do not share counters.
 //
-// Names follow kube-proxy's (pkg/proxy/metrics) where the meaning is the
-// same, so dashboards and alerts written for a kube-proxy IPVS node carry
-// over; what kube-proxy has no word for is named kube_ipvs_*.
+// The kubeproxy_* families are kube-proxy's (kubeproxy.go): same names,
+// help, labels and buckets as its IPVS mode serves them, so dashboards and
+// alerts written for a kube-proxy IPVS node carry over. client-go's
+// rest_client_* families (restclient.go) and the build info (buildinfo.go)
+// are served as kube-proxy serves them too. What kube-proxy has no word for
+// is named kube_ipvs_*.
 package metrics
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// Metric names, for tests and documentation.
+// The agent's own metric names, for tests and documentation.
 const (
-	SyncDuration        = "kubeproxy_sync_proxy_rules_duration_seconds"
-	FullSyncDuration    = "kubeproxy_sync_full_proxy_rules_duration_seconds"
-	PartialSyncDuration = "kubeproxy_sync_partial_proxy_rules_duration_seconds"
-	LastSync            = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
-	LastQueued          = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
-	SyncFailures        = "kube_ipvs_sync_failures_total"
-	ServicesTranslated  = "kube_ipvs_services_translated_total"
-	Operations          = "kube_ipvs_operations_total"
-	ConntrackDeleted    = "kube_ipvs_conntrack_entries_deleted_total"
-	VirtualServers      = "kube_ipvs_virtual_servers"
-	RealServers         = "kube_ipvs_real_servers"
-	BoundVIPs           = "kube_ipvs_bound_vips"
-	DrainingReals       = "kube_ipvs_draining_real_servers"
-	InvalidServices     = "kube_ipvs_invalid_services"
-	ServiceErrors       = "kube_ipvs_service_errors"
-	RefusedFrontends    = "kube_ipvs_refused_frontends"
+	OwnSyncDuration    = "kube_ipvs_sync_duration_seconds"
+	SyncFailures       = "kube_ipvs_sync_failures_total"
+	ServicesTranslated = "kube_ipvs_services_translated_total"
+	Operations         = "kube_ipvs_operations_total"
+	ConntrackDeleted   = "kube_ipvs_conntrack_entries_deleted_total"
+	VirtualServers     = "kube_ipvs_virtual_servers"
+	RealServers        = "kube_ipvs_real_servers"
+	BoundVIPs          = "kube_ipvs_bound_vips"
+	DrainingReals      = "kube_ipvs_draining_real_servers"
+	InvalidServices    = "kube_ipvs_invalid_services"
+	ServiceErrors      = "kube_ipvs_service_errors"
+	RefusedFrontends   = "kube_ipvs_refused_frontends"
 )
 
-// Operation results, the values of kube_ipvs_operations_total's result label.
+// Label values of the agent's own metrics.
 const (
+	// ResultSuccess and ResultError are kube_ipvs_operations_total's result.
 	ResultSuccess = "success"
 	ResultError   = "error"
+	// KindFull and KindPartial are kube_ipvs_sync_duration_seconds' kind.
+	KindFull    = "full"
+	KindPartial = "partial"
 )
 
-// DurationBuckets bound the sync duration histograms: 50 µs to 26 s,
-// doubling. kube-proxy starts at 1 ms (and its programming latency at
-// 0.25 s), but an incremental sync here sends a handful of netlink messages
-// and takes well under a millisecond: a coarser floor would put every
-// incremental sync in the first bucket and hide regressions.
+// DurationBuckets bound kube_ipvs_sync_duration_seconds: 50 µs to 26 s,
+// doubling. kube-proxy's sync histograms (served with its buckets) start at
+// 1 ms, but an incremental sync here sends a handful of netlink messages
+// and takes well under a millisecond: kube-proxy's floor puts every
+// incremental sync in its first bucket and would hide regressions.
 var DurationBuckets = prometheus.ExponentialBuckets(50e-6, 2, 20)
 
-// Metrics are the collectors a reconciler feeds. A nil *Metrics is valid
-// and records nothing, so code paths without metrics (dry runs, cleanup,
-// tests) need no checks.
+// Metrics are the collectors a reconciler and the health server feed. A nil
+// *Metrics is valid and records nothing, so code paths without metrics (dry
+// runs, cleanup, tests) need no checks.
 type Metrics struct {
-	syncDuration    prometheus.Histogram
-	fullDuration    prometheus.Histogram
-	partialDuration prometheus.Histogram
-	lastSync        prometheus.Gauge
-	lastQueued      prometheus.Gauge
-	syncFailures    prometheus.Counter
-	translated      prometheus.Counter
-	ops             *prometheus.CounterVec
-	conntrack       prometheus.Counter
+	families     model.Families
+	kp           kubeProxy
+	syncDuration *prometheus.HistogramVec
+	syncFailures prometheus.Counter
+	translated   prometheus.Counter
+	ops          *prometheus.CounterVec
+	conntrack    prometheus.Counter
 }
 
-// New creates the collectors and registers them on reg.
-func New(reg prometheus.Registerer) (*Metrics, error) {
-	hist := func(name, help string) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: DurationBuckets})
-	}
+// New creates the collectors and registers them on reg. families are the
+// ones the agent serves: kube-proxy runs one proxier per family and labels
+// its series with it (ip_family), so each sync is recorded once per family
+// served, as a dual-stack kube-proxy records one sync of each proxier.
+func New(reg prometheus.Registerer, families model.Families) (*Metrics, error) {
 	m := &Metrics{
-		syncDuration:    hist(SyncDuration, "Duration of one sync of the IPVS table, full or partial, in seconds."),
-		fullDuration:    hist(FullSyncDuration, "Duration of one full sync (kernel re-read, everything diffed), in seconds."),
-		partialDuration: hist(PartialSyncDuration, "Duration of one partial sync (only the changed Services diffed), in seconds."),
-		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Name: LastSync,
-			Help: "The last time a sync succeeded, in seconds since the epoch."}),
-		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: LastQueued,
-			Help: "The last time a change asked for a sync, in seconds since the epoch. Much later than the last sync means syncs are stuck."}),
+		families: families,
+		kp:       newKubeProxy(),
+		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: OwnSyncDuration,
+			Help:    "Duration of one sync of the IPVS table, by kind: full (kernel re-read, everything diffed) or partial (only the changed Services), in seconds.",
+			Buckets: DurationBuckets}, []string{"kind"}),
 		syncFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: SyncFailures,
 			Help: "Syncs that returned an error (the runner retries them with a full sync)."}),
 		translated: prometheus.NewCounter(prometheus.CounterOpts{Name: ServicesTranslated,
@@ -87,8 +89,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Conntrack entries deleted for removed UDP real servers and for UDP frontends that got their first endpoint."}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.syncDuration, m.fullDuration, m.partialDuration,
-		m.lastSync, m.lastQueued, m.syncFailures, m.translated, m.ops, m.conntrack} {
+	for _, c := range append(m.kp.collectors(), m.syncDuration, m.syncFailures, m.translated, m.ops, m.conntrack) {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
@@ -108,24 +109,31 @@ type Sync struct {
 	Services int // Services translated
 }
 
-// ObserveSync records one finished sync.
+// ObserveSync records one finished sync. Like kube-proxy it observes the
+// duration of every sync, failed or not, and moves the last-sync time only
+// on success.
 func (m *Metrics) ObserveSync(s Sync) {
 	if m == nil {
 		return
 	}
 	d := s.Duration.Seconds()
-	m.syncDuration.Observe(d)
+	kind, byKind := KindPartial, m.kp.partialDuration
 	if s.Full {
-		m.fullDuration.Observe(d)
-	} else {
-		m.partialDuration.Observe(d)
+		kind, byKind = KindFull, m.kp.fullDuration
+	}
+	m.syncDuration.WithLabelValues(kind).Observe(d)
+	for _, f := range families(m.families) {
+		m.kp.syncDuration.WithLabelValues(f).Observe(d)
+		byKind.WithLabelValues(f).Observe(d)
 	}
 	m.translated.Add(float64(s.Services))
 	if s.Failed {
 		m.syncFailures.Inc()
 		return
 	}
-	m.lastSync.Set(unixSeconds(s.End))
+	for _, f := range families(m.families) {
+		m.kp.lastSync.WithLabelValues(f).Set(unixSeconds(s.End))
+	}
 }
 
 // Queued records that a change asked for a sync at t.
@@ -133,7 +141,80 @@ func (m *Metrics) Queued(t time.Time) {
 	if m == nil {
 		return
 	}
-	m.lastQueued.Set(unixSeconds(t))
+	for _, f := range families(m.families) {
+		m.kp.lastQueued.WithLabelValues(f).Set(unixSeconds(t))
+	}
+}
+
+// NetworkProgrammed records one network programming latency: from an
+// EndpointSlice change (its endpoints.kubernetes.io/last-change-trigger-time)
+// to the end of the sync that put it in the kernel. ipv6 is the slice's
+// address family; a family the agent does not serve is not recorded, as a
+// single-stack kube-proxy ignores slices of the other family.
+func (m *Metrics) NetworkProgrammed(ipv6 bool, latency time.Duration) {
+	if m == nil || !m.serves(ipv6) {
+		return
+	}
+	m.kp.programming.WithLabelValues(family(ipv6)).Observe(latency.Seconds())
+}
+
+// NoLocal counts, by family ([0] IPv4, [1] IPv6), the Services with a Local
+// traffic policy that have usable endpoints but none on this node: for
+// internalTrafficPolicy (Internal) and externalTrafficPolicy (External).
+type NoLocal struct {
+	Internal, External [2]int
+}
+
+// SetNoLocalEndpoints sets kube-proxy's no-local-endpoints gauges, as it
+// does after each successful sync, for each family served.
+func (m *Metrics) SetNoLocalEndpoints(n NoLocal) {
+	if m == nil {
+		return
+	}
+	for i, ipv6 := range []bool{false, true} {
+		if !m.serves(ipv6) {
+			continue
+		}
+		m.kp.noLocal.WithLabelValues(PolicyInternal, family(ipv6)).Set(float64(n.Internal[i]))
+		m.kp.noLocal.WithLabelValues(PolicyExternal, family(ipv6)).Set(float64(n.External[i]))
+	}
+}
+
+// RestoreFailed records a failed iptables-restore of the netfilter shim's
+// rules of one family.
+func (m *Metrics) RestoreFailed(ipv6 bool) {
+	if m == nil {
+		return
+	}
+	m.kp.restoreFailures.WithLabelValues(family(ipv6)).Inc()
+}
+
+// ConntrackReconciled records one round of stale UDP conntrack entry
+// deletion for one family: how long it took and how many entries went.
+func (m *Metrics) ConntrackReconciled(ipv6 bool, took time.Duration, deleted int) {
+	if m == nil {
+		return
+	}
+	m.kp.conntrackDuration.WithLabelValues(family(ipv6)).Observe(took.Seconds())
+	m.kp.conntrackDeleted.WithLabelValues(family(ipv6)).Add(float64(max(deleted, 0)))
+}
+
+// Healthz counts one answer of the health server's /healthz by its HTTP
+// status code (kube-proxy answers 200 or 503).
+func (m *Metrics) Healthz(code int) {
+	if m == nil {
+		return
+	}
+	m.kp.healthz.WithLabelValues(strconv.Itoa(code)).Inc()
+}
+
+// Livez counts one answer of the health server's /livez by its HTTP status
+// code.
+func (m *Metrics) Livez(code int) {
+	if m == nil {
+		return
+	}
+	m.kp.livez.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
 // KnownOps creates the operation series of these kinds at zero, so that a
@@ -167,6 +248,13 @@ func (m *Metrics) ConntrackDeleted(n int) {
 		return
 	}
 	m.conntrack.Add(float64(n))
+}
+
+func (m *Metrics) serves(ipv6 bool) bool {
+	if ipv6 {
+		return m.families.IPv6
+	}
+	return m.families.IPv4
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -117,8 +117,34 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
 	// Cancelled: the flushes would only fail; the entries expire on their
 	// own, and the next agent's sync finds nothing left to flush for.
 	if ctx.Err() == nil {
-		r.flushConntrack(ctx, udpGone)
-		r.flushConntrackDest(ctx, udpFirst)
+		r.reconcileConntrack(ctx, udpGone, udpFirst)
+	}
+	return out
+}
+
+// reconcileConntrack deletes the stale UDP conntrack entries an apply left:
+// those of removed real servers and those towards frontends that got their
+// first endpoint. Each family with work is one round, timed and counted as
+// kube-proxy times and counts a round of its conntrack reconciler.
+func (r *Reconciler) reconcileConntrack(ctx context.Context, gone, first []netip.AddrPort) {
+	for _, v6 := range []bool{false, true} {
+		g, f := ofFamily(gone, v6), ofFamily(first, v6)
+		if len(g)+len(f) == 0 {
+			continue
+		}
+		start := r.opt.Now()
+		n := r.flushConntrack(ctx, g) + r.flushConntrackDest(ctx, f)
+		r.metrics.m.ConntrackReconciled(v6, r.opt.Now().Sub(start), n)
+	}
+}
+
+// ofFamily picks the addresses of one family.
+func ofFamily(addrs []netip.AddrPort, v6 bool) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, a := range addrs {
+		if a.Addr().Unmap().Is6() == v6 {
+			out = append(out, a)
+		}
 	}
 	return out
 }
@@ -159,10 +185,11 @@ func (r *Reconciler) conntrackTodo(op plan.Op, todo *[]netip.AddrPort) {
 	}
 }
 
-// flushConntrack deletes the conntrack entries of removed UDP real servers.
-// A failure is logged, not returned: the table itself is right, and the
-// entries time out on their own.
-func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort) {
+// flushConntrack deletes the conntrack entries of removed UDP real servers
+// and returns how many went. A failure is logged, not returned: the table
+// itself is right, and the entries time out on their own.
+func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort) int {
+	total := 0
 	seen := map[netip.AddrPort]bool{}
 	for _, rs := range reals {
 		if seen[rs] || r.stillServing(rs) {
@@ -171,12 +198,14 @@ func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort)
 		seen[rs] = true
 		n, err := r.opt.Dataplane.FlushConntrack(ctx, model.UDP, rs)
 		r.metrics.m.ConntrackDeleted(n)
+		total += max(n, 0)
 		if err != nil {
 			r.log.Warn("delete conntrack entries", zap.Stringer("rs", rs), zap.Error(err))
 			continue
 		}
 		r.log.Debug("deleted conntrack entries", zap.Stringer("rs", rs), zap.Int("entries", n))
 	}
+	return total
 }
 
 // stillServing tells whether another UDP virtual server still sends to the
@@ -204,17 +233,21 @@ func firstEndpoint(op plan.Op) bool {
 // frontends while they had no endpoint: a client that keeps its source
 // port (DNS resolvers) would otherwise keep matching the stale entry and
 // never reach the new endpoint (kubernetes/kubernetes#59368 and the DNS
-// fixes after it). Failures are logged: the entries expire on their own.
-func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPort) {
+// fixes after it). It returns how many entries went. Failures are logged:
+// the entries expire on their own.
+func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPort) int {
+	total := 0
 	for _, dst := range dsts {
 		n, err := r.opt.Dataplane.FlushConntrackDest(ctx, model.UDP, dst)
 		r.metrics.m.ConntrackDeleted(n)
+		total += max(n, 0)
 		if err != nil {
 			r.log.Warn("delete conntrack entries", zap.Stringer("vs", dst), zap.Error(err))
 			continue
 		}
 		r.log.Debug("deleted conntrack entries", zap.Stringer("vs", dst), zap.Int("entries", n))
 	}
+	return total
 }
 
 // applyOp sends one operation to the dataplane.

@@ -71,7 +71,11 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if err == nil && synced && st.Full {
 		r.prunedOnce = true
 	}
-	return r.finish(st, errors.Join(err, shimErr))
+	err = errors.Join(err, shimErr)
+	if err == nil {
+		r.metrics.programmed(r.opt.Now(), r.failing)
+	}
+	return r.finish(st, err)
 }
 
 // ensureShim repairs the netfilter rules on a full sync, and writes them
@@ -82,7 +86,9 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 	if r.opt.DryRun {
 		return nil
 	}
-	if err := r.opt.Dataplane.EnsureShim(ctx, cfg); err != nil {
+	err := r.opt.Dataplane.EnsureShim(ctx, cfg)
+	r.metrics.shim(err)
+	if err != nil {
 		return err
 	}
 	r.shimCfg = cfg
@@ -162,6 +168,7 @@ func (r *Reconciler) observe(ctx context.Context) error {
 func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}) {
 	scope := plan.NewScope()
 	changes := r.opt.Store.Take()
+	r.metrics.took(changes.Triggers)
 	names := append(changes.Services, r.dueRetries(st.Time)...)
 	node, cfg := r.opt.Store.Node(), r.translateConfig()
 	r.node = nodeStatus(node)
@@ -176,7 +183,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 		tried[name] = struct{}{}
 		svc, epSlices := r.opt.Store.Service(name)
 		res := translate.Service(svc, epSlices, node, cfg)
-		r.metrics.translated(name, res.Err)
+		r.metrics.translated(name, res)
 		st.Services++
 		if res.Err != nil {
 			delete(tried, name) // nothing of it is planned

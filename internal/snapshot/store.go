@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,6 +21,9 @@ import (
 type Changes struct {
 	Services []model.ServiceName // sorted; each was added, changed or deleted
 	Node     bool                // the node object or the host's addresses changed: every Service may translate differently
+	// Triggers are the trigger times of the EndpointSlice changes taken in
+	// (see Trigger), for the Services they belong to.
+	Triggers []Trigger
 }
 
 // Empty tells whether nothing changed.
@@ -40,9 +44,18 @@ type Store struct {
 	pending   map[string]bool // source name -> not yet synced
 	notify    chan struct{}
 
-	// Cumulative counts of changes put in, for kube-proxy's
-	// sync_proxy_rules_{service,endpoint}_changes_total.
-	serviceChanges, sliceChanges uint64
+	// What kube-proxy's change trackers count (see Counts): Service
+	// changes; EndpointSlice changes by family, in all and since the last
+	// Take; and each Service changed since the last Take as that Take left
+	// it (nil: absent), to tell a net change from one undone.
+	serviceChanges uint64
+	sliceChanges   [2]uint64
+	slicePending   [2]int
+	serviceBase    map[model.ServiceName]*corev1.Service
+	// triggers are the trigger times not yet taken; start is when the
+	// store was made: earlier triggers are not the agent's to measure.
+	triggers map[model.ServiceName][]Trigger
+	start    time.Time
 }
 
 // NewStore returns an empty store waiting for the named sources to sync.
@@ -54,6 +67,10 @@ func NewStore(sources ...string) *Store {
 		dirty:    map[model.ServiceName]struct{}{},
 		pending:  map[string]bool{},
 		notify:   make(chan struct{}, 1),
+
+		serviceBase: map[model.ServiceName]*corev1.Service{},
+		triggers:    map[model.ServiceName][]Trigger{},
+		start:       time.Now(),
 	}
 	for _, src := range sources {
 		s.pending[src] = true
@@ -91,9 +108,9 @@ func (s *Store) Synced() bool {
 func (s *Store) SetService(svc *corev1.Service) {
 	name := model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}
 	s.mu.Lock()
+	s.noteServiceLocked(name)
 	s.services[name] = svc
 	s.dirty[name] = struct{}{}
-	s.serviceChanges++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -101,9 +118,9 @@ func (s *Store) SetService(svc *corev1.Service) {
 // DeleteService removes a Service.
 func (s *Store) DeleteService(name model.ServiceName) {
 	s.mu.Lock()
+	s.noteServiceLocked(name)
 	delete(s.services, name)
 	s.dirty[name] = struct{}{}
-	s.serviceChanges++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -119,9 +136,9 @@ func ServiceOf(slice *discoveryv1.EndpointSlice) (model.ServiceName, bool) {
 func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
 	key := sliceKey{slice.Namespace, slice.Name}
 	s.mu.Lock()
-	s.sliceChanges++
 	s.removeSliceLocked(key)
 	if name, ok := ServiceOf(slice); ok {
+		s.noteSliceLocked(name, slice, false)
 		if s.slices[name] == nil {
 			s.slices[name] = map[sliceKey]*discoveryv1.EndpointSlice{}
 		}
@@ -135,9 +152,12 @@ func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
 
 // DeleteSlice removes an EndpointSlice by namespace and name.
 func (s *Store) DeleteSlice(namespace, name string) {
+	key := sliceKey{namespace, name}
 	s.mu.Lock()
-	s.sliceChanges++
-	s.removeSliceLocked(sliceKey{namespace, name})
+	if svc, ok := s.sliceSvc[key]; ok {
+		s.noteSliceLocked(svc, s.slices[svc][key], true)
+	}
+	s.removeSliceLocked(key)
 	s.mu.Unlock()
 	s.poke()
 }
@@ -195,20 +215,18 @@ func (s *Store) HostAddrs() (addrs []netip.Addr, ok bool) {
 	return s.hostAddrs, s.hostAddrs != nil
 }
 
-// ChangeCounts returns how many Service and EndpointSlice changes (adds,
-// updates, deletes) have been put in since the store was made.
-func (s *Store) ChangeCounts() (services, endpointSlices uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.serviceChanges, s.sliceChanges
-}
-
 // Take returns and clears what changed since the last Take.
 func (s *Store) Take() Changes {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := Changes{Services: slices.SortedFunc(maps.Keys(s.dirty), model.ServiceName.Compare), Node: s.nodeDirty}
+	for _, name := range c.Services {
+		c.Triggers = append(c.Triggers, s.triggers[name]...)
+	}
 	clear(s.dirty)
+	clear(s.triggers)
+	clear(s.serviceBase)
+	s.slicePending = [2]int{}
 	s.nodeDirty = false
 	return c
 }

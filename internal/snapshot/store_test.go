@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,7 +19,7 @@ func svc(name string) *corev1.Service {
 
 func slice(name, service string) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		Labels: map[string]string{discoveryv1.LabelServiceName: service}}}
+		Labels: map[string]string{discoveryv1.LabelServiceName: service}}, AddressType: discoveryv1.AddressTypeIPv4}
 }
 
 func names(ns ...string) []model.ServiceName {
@@ -75,15 +76,81 @@ func TestSyncedWaitsForEverySource(t *testing.T) {
 	}
 }
 
-func TestChangeCounts(t *testing.T) {
+func TestCountsFollowKubeProxysTrackers(t *testing.T) {
 	s := NewStore()
 	s.SetService(svc("a"))
 	s.SetService(svc("a"))
 	s.DeleteService(model.ServiceName{Namespace: "ns", Name: "a"})
-	s.SetSlice(slice("a-1", "a"))
-	s.DeleteSlice("ns", "a-1")
-	if svcs, eps := s.ChangeCounts(); svcs != 3 || eps != 2 {
-		t.Fatalf("counts %d services, %d slices; want 3, 2", svcs, eps)
+	s.SetService(svc("b"))
+	v6 := slice("b-2", "b")
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	fqdn := slice("b-3", "b")
+	fqdn.AddressType = discoveryv1.AddressTypeFQDN
+	for _, sl := range []*discoveryv1.EndpointSlice{slice("b-1", "b"), v6, fqdn, slice("x-1", "")} {
+		s.SetSlice(sl)
+	}
+	s.DeleteSlice("ns", "b-1")
+	s.DeleteSlice("ns", "never-held") // nothing to remove: no change
+	want := Counts{
+		ServiceChanges: 4,
+		SliceChanges:   [2]uint64{2, 1}, // b-1 set and deleted; b-2; not FQDN, not a slice of no Service
+		// a was added and deleted again: only b is a change to program.
+		ServicesPending: 1,
+		SlicesPending:   [2]int{2, 1},
+	}
+	if got := s.Counts(); got != want {
+		t.Fatalf("counts %+v, want %+v", got, want)
+	}
+	s.Take()
+	want.ServicesPending, want.SlicesPending = 0, [2]int{}
+	if got := s.Counts(); got != want {
+		t.Fatalf("after take: %+v, want %+v", got, want)
+	}
+	// A new version that changes nothing a proxy reads is no pending change.
+	b2 := svc("b")
+	b2.ResourceVersion = "2"
+	s.SetService(b2)
+	b3 := svc("b")
+	b3.Spec.ClusterIP = "10.96.0.1"
+	s.SetService(b3)
+	s.SetService(svc("b")) // and back
+	if got := s.Counts(); got.ServicesPending != 0 || got.ServiceChanges != 7 {
+		t.Fatalf("after no-op updates: %+v", got)
+	}
+	s.SetService(b3)
+	if got := s.Counts(); got.ServicesPending != 1 {
+		t.Fatalf("after a change: %+v", got)
+	}
+}
+
+func stamped(name, service string, at time.Time) *discoveryv1.EndpointSlice {
+	sl := slice(name, service)
+	sl.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: at.Format(time.RFC3339Nano)}
+	return sl
+}
+
+func TestTriggersGoToTheTakeThatCoversTheirService(t *testing.T) {
+	s := NewStore()
+	t1 := time.Now().Add(time.Second)
+	t2 := t1.Add(time.Second)
+	s.SetSlice(stamped("a-1", "a", t1))
+	v6 := stamped("a-2", "a", t2)
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	s.SetSlice(v6)
+	s.SetSlice(stamped("b-1", "b", time.Now().Add(-time.Hour))) // before the store: the agent was not running
+	bad := slice("c-1", "c")
+	bad.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: "yesterday"}
+	s.SetSlice(bad)
+	s.SetSlice(stamped("d-1", "d", t1))
+	s.DeleteSlice("ns", "d-1") // a delete measures nothing, and drops what d had pending
+	got := s.Take()
+	a := model.ServiceName{Namespace: "ns", Name: "a"}
+	want := []Trigger{{Service: a, Time: t1}, {Service: a, IPv6: true, Time: t2}}
+	if !slices.EqualFunc(got.Triggers, want, func(x, y Trigger) bool { return x.Service == y.Service && x.IPv6 == y.IPv6 && x.Time.Equal(y.Time) }) {
+		t.Fatalf("triggers %+v, want %+v", got.Triggers, want)
+	}
+	if got := s.Take(); len(got.Triggers) != 0 {
+		t.Fatalf("second take: %+v", got.Triggers)
 	}
 }
 

@@ -116,3 +116,22 @@ func topologyFor(eps []endpoint, nodeName, zone string) topology {
 	}
 	return topologyNone
 }
+
+// lacksLocal tells whether endpoints has usable endpoints (ready, or
+// serving while terminating) but none on this node: a Local policy then
+// leaves the frontend empty although the Service has somewhere to go, the
+// case kube-proxy counts (CategorizeEndpoints' hasAnyEndpoints without
+// local endpoints).
+func lacksLocal(eps []endpoint, nodeName string) bool {
+	anywhere := false
+	for _, ep := range eps {
+		if !ep.ready && !(ep.serving && ep.terminating) {
+			continue
+		}
+		if nodeName != "" && ep.nodeName == nodeName {
+			return false
+		}
+		anywhere = true
+	}
+	return anywhere
+}

@@ -120,6 +120,19 @@ type Result struct {
 	// client, a loopback VIP is not served); each should reach the user as
 	// a Warning Event.
 	Warnings []error
+	// NoLocalEndpoints names the families in which a Local traffic policy
+	// leaves a frontend of the Service without endpoints although it has
+	// usable ones on other nodes.
+	NoLocalEndpoints NoLocal
+}
+
+// NoLocal names, per traffic policy, the families in which a Service's
+// Local policy finds usable endpoints in the cluster but none on this node:
+// Internal for internalTrafficPolicy (ClusterIPs), External for
+// externalTrafficPolicy (NodePorts, external and load-balancer IPs). It is
+// what kube-proxy counts in sync_proxy_rules_no_local_endpoints_total.
+type NoLocal struct {
+	Internal, External model.Families
 }
 
 // Service translates one Service (svc nil = deleted -> empty Result) with its
@@ -219,6 +232,8 @@ type builder struct {
 	meta      map[model.VSKey]VSMeta
 	vips      map[netip.Addr]struct{}
 	entries   map[model.SetEntry]struct{}
+	// noLocalEps collects Result.NoLocalEndpoints.
+	noLocalEps NoLocal
 }
 
 // addPort adds the virtual servers of one Service port, every frontend and
@@ -226,6 +241,7 @@ type builder struct {
 // ClusterIP, say) the first kind in frontends' order wins.
 func (b *builder) addPort(p servicePort) {
 	reals := map[realsKey][]model.RealServer{}
+	noLocal := map[realsKey]bool{}
 	endpoints := map[bool][]Endpoint{} // by family (v6)
 	for _, fe := range frontends(b.svc, p, b.nodePorts, b.cfg) {
 		key := model.NewVSKey(p.proto, fe.addr, fe.port)
@@ -238,6 +254,10 @@ func (b *builder) addPort(p servicePort) {
 			eps := b.endpoints[portKey{name: p.name, proto: p.proto, v6: rk.v6}]
 			rs = selectReals(eps, rk.local, b.cfg.NodeName, b.zone)
 			reals[rk] = rs
+			noLocal[rk] = rk.local && lacksLocal(eps, b.cfg.NodeName)
+		}
+		if noLocal[rk] {
+			b.noLocal(fe.kind, rk.v6)
 		}
 		if _, ok := endpoints[rk.v6]; !ok {
 			endpoints[rk.v6] = endpointsOf(b.endpoints[portKey{name: p.name, proto: p.proto, v6: rk.v6}])
@@ -258,6 +278,19 @@ func (b *builder) addPort(p servicePort) {
 	}
 	if len(b.services) > 0 {
 		b.loopBackEntries(p)
+	}
+}
+
+// noLocal notes that a frontend's Local policy finds no endpoint here.
+func (b *builder) noLocal(kind FrontendKind, v6 bool) {
+	f := &b.noLocalEps.External
+	if kind.InternalPolicy() {
+		f = &b.noLocalEps.Internal
+	}
+	if v6 {
+		f.IPv6 = true
+	} else {
+		f.IPv4 = true
 	}
 }
 
@@ -293,7 +326,7 @@ func (b *builder) newService(key model.VSKey, rs []model.RealServer) *model.Serv
 
 // result sorts what was built.
 func (b *builder) result() Result {
-	r := Result{Meta: b.meta}
+	r := Result{Meta: b.meta, NoLocalEndpoints: b.noLocalEps}
 	for _, s := range b.services {
 		r.Services = append(r.Services, s)
 	}

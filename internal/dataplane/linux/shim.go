@@ -266,7 +266,7 @@ func (s *Shim) ensure(ctx context.Context, cfg shim.Config) error {
 			continue
 		}
 		if err := s.restore(ctx, v6, rules.Restore(missing)); err != nil {
-			return fmt.Errorf("write iptables rules: %w", err)
+			return fmt.Errorf("write iptables rules: %w", &dataplane.RestoreError{IPv6: v6, Err: err})
 		}
 		s.ruleWrites++
 		s.log.Info("iptables rules written", zap.Bool("ipv6", v6), zap.Int("jumps_added", len(missing)))
