@@ -80,11 +80,11 @@ get() { printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" | nc -w 2 127.0
 # Prometheus metrics on kube-proxy's metrics port.
 get 10249 /metrics | sed '1,/^$/d' >/tmp/metrics.txt
 vs=$(grep -cE '^(TCP|UDP|SCTP|FWM) ' /tmp/got.ipvsadm)
-echo "--- /metrics (kube-ipvs and kube-proxy families; sync duration buckets up to 1.6 ms)"
+echo "--- /metrics (kube-ipvs and kube-proxy families; our sync duration buckets up to 1.6 ms)"
 grep -E '^(kube_ipvs|kubeproxy)_' /tmp/metrics.txt | grep -v '_bucket' | grep -vE '^kube_ipvs_operations_total.* 0$'
-grep -E '^kubeproxy_sync_proxy_rules_duration_seconds_bucket\{le="(5e-05|0\.000[1-9]|0\.0016)"' /tmp/metrics.txt
-grep -qE '^kubeproxy_sync_proxy_rules_duration_seconds_count [1-9]' /tmp/metrics.txt \
-  || fail "/metrics lacks a sync duration count: $(head -c 300 /tmp/metrics.txt)"
+grep -E '^kube_ipvs_sync_duration_seconds_bucket\{kind="[a-z]*",le="(5e-05|0\.000[1-9]|0\.0016)"' /tmp/metrics.txt
+grep -qE '^kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} [1-9]' /tmp/metrics.txt \
+  || fail "/metrics lacks kube-proxy's sync duration count: $(head -c 300 /tmp/metrics.txt)"
 grep -qx "kube_ipvs_virtual_servers $vs" /tmp/metrics.txt \
   || fail "/metrics: want kube_ipvs_virtual_servers $vs, got: $(grep '^kube_ipvs_virtual_servers' /tmp/metrics.txt)"
 kube-ipvs diff >/tmp/diff.txt; rc=$?

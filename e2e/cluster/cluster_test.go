@@ -86,7 +86,16 @@ echo "cluster-vm: guest up"
     if [ "$cur" != "$prev" ]; then echo "healthz-state: $cur"; prev=$cur; fi
     sleep 0.3
   done ) &
-` + snapshotLoop
+` + snapshotLoop + metricsDump
+
+// metricsDump prints the agent's kube-proxy change and programming series
+// once the scenario is over, each line prefixed "metrics| ", from
+// kube-proxy's metrics port. Busybox wget crashes in this guest: a raw GET
+// through nc.
+const metricsDump = `printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' | nc -w 2 127.0.0.1 10249 2>/dev/null | tr -d '\r' >/tmp/metrics.txt
+grep -E '^kubeproxy_(network_programming_duration_seconds_(count|sum)|sync_proxy_rules_(endpoint|service)_changes_(total|pending))' /tmp/metrics.txt |
+  while IFS= read -r l; do echo "metrics| $l"; done
+`
 
 // snapshotLoop ends every guest script: it prints the kernel table whenever
 // it changes until the stop virtual server appears.
@@ -153,7 +162,13 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	checkNodeEligibility(ctx, t, admin, con)
 
 	createService(ctx, t, admin, "api", "10.96.10.20", 8080, nil)
-	createSlice(ctx, t, admin, "api", "api-1", 9090, "10.244.2.5")
+	// Stamped as the EndpointSlice controller stamps it: the agent measures
+	// kube-proxy's network programming latency from it (checked at the end).
+	api := slice("api", "api-1", 9090, "10.244.2.5")
+	api.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
+	if _, err := admin.DiscoveryV1().EndpointSlices("default").Create(ctx, api, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create EndpointSlice api-1: %v", err)
+	}
 	step("API create to ipvsadm showing api", func(tab Table) bool {
 		return hasReals(tab, "-t 10.96.10.20:8080", map[string]int{"10.244.2.5:9090": 1})
 	})
@@ -182,6 +197,33 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	}
 	t.Logf("whole VM run: %.1f s", time.Since(boot).Seconds())
 	checkAgentLog(t, con.AgentLog())
+	checkProgrammed(t, con.Tail(1000))
+}
+
+// checkProgrammed reads the metrics the guest printed last: the stamped
+// api slice's change must have been measured (the other slices carry no
+// trigger time), and endpoint changes counted.
+func checkProgrammed(t *testing.T, lines []string) {
+	t.Helper()
+	var got []string
+	count := -1.0
+	for _, l := range lines {
+		i := strings.Index(l, "metrics| ")
+		if i < 0 {
+			continue
+		}
+		m := l[i+len("metrics| "):]
+		got = append(got, m)
+		if v, ok := strings.CutPrefix(m, `kubeproxy_network_programming_duration_seconds_count{ip_family="IPv4"} `); ok {
+			if _, err := fmt.Sscan(v, &count); err != nil {
+				t.Errorf("parse %q: %v", m, err)
+			}
+		}
+	}
+	t.Logf("agent metrics:\n%s", strings.Join(got, "\n"))
+	if count < 1 {
+		t.Errorf("kubeproxy_network_programming_duration_seconds_count: %v, want the stamped slice measured", count)
+	}
 }
 
 // checkNodeEligibility: /healthz on kube-proxy's port answers 200 for the
