@@ -109,7 +109,7 @@ func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writ
 	parent := ctx
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	serveAll(ctx, fail, endpoints(c, v, hz, reg), log)
+	serveAll(ctx, fail, endpoints(c, v, hz, reg, m), log)
 	hc, syncHealth := healthChecks(v, hz, log, rec.NodePortAddrs)
 	defer hc.Close()
 	hz.Start()
@@ -188,11 +188,13 @@ func familyNames(f model.Families) []string {
 // kube-proxy (an empty address turns one off): the health server
 // (/healthz, /livez), the metrics server (/metrics, /proxyMode) and the
 // loopback debug views. Only kube-proxy's two fail hard, when asked to.
-func endpoints(c config.Config, v views, hz *health.Tracker, reg *prometheus.Registry) []server.Endpoint {
+// Every health answer is counted in m, as kube-proxy counts them.
+func endpoints(c config.Config, v views, hz *health.Tracker, reg *prometheus.Registry, m *metrics.Metrics) []server.Endpoint {
 	var out []server.Endpoint
 	if c.HealthzBindAddress != "" {
+		opt := health.HandlerOptions{NodeEligible: v.nodeEligible(c.ManifestsDir == ""), Answered: countAnswer(m)}
 		out = append(out, server.Endpoint{Name: "healthz", Addr: c.HealthzBindAddress, HardFail: c.BindAddressHardFail,
-			Handler: health.Handler(hz, health.HandlerOptions{NodeEligible: v.nodeEligible(c.ManifestsDir == "")})})
+			Handler: health.Handler(hz, opt)})
 	}
 	if c.MetricsBindAddress != "" {
 		out = append(out, server.Endpoint{Name: "metrics", Addr: c.MetricsBindAddress, HardFail: c.BindAddressHardFail,
@@ -202,6 +204,19 @@ func endpoints(c config.Config, v views, hz *health.Tracker, reg *prometheus.Reg
 		out = append(out, server.Endpoint{Name: "debug", Addr: c.DebugAddress, Handler: server.DebugHandler(v)})
 	}
 	return out
+}
+
+// countAnswer counts a health answer in kube-proxy's
+// kubeproxy_proxy_healthz_total or kubeproxy_proxy_livez_total.
+func countAnswer(m *metrics.Metrics) func(path string, code int) {
+	return func(path string, code int) {
+		switch path {
+		case health.PathHealthz:
+			m.Healthz(code)
+		case health.PathLivez:
+			m.Livez(code)
+		}
+	}
 }
 
 // serveAll runs the endpoints in the background until ctx ends; the first

@@ -63,7 +63,7 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
-	h := agentHandlers(t, v, hz, reg)
+	h := agentHandlers(t, v, hz, reg, m)
 	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1")} })
 	defer hc.Close()
 	hz.Start()

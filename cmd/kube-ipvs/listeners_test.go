@@ -68,7 +68,7 @@ func TestEndpointsFollowTheConfig(t *testing.T) {
 	}
 	describe := func(c config.Config) string {
 		var out []string
-		for _, e := range endpoints(c, r.v, r.hz, reg) {
+		for _, e := range endpoints(c, r.v, r.hz, reg, nil) {
 			s := e.Name + " " + e.Addr
 			if e.HardFail {
 				s += " hard"
@@ -96,7 +96,7 @@ func TestEndpointsFollowTheConfig(t *testing.T) {
 // the debug address has neither.
 func TestEachListenerServesItsOwnPaths(t *testing.T) {
 	r := newViewsRig(t)
-	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
+	reg, m, err := newMetrics(model.Families{IPv4: true}, r.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestEachListenerServesItsOwnPaths(t *testing.T) {
 	}
 	r.store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 	r.sync()
-	h := agentHandlers(t, r.v, r.hz, reg)
+	h := agentHandlers(t, r.v, r.hz, reg, m)
 	for _, tc := range []struct{ name, path, want string }{
 		{"healthz", health.PathHealthz, `200 OK` + "\n" + `{"lastUpdated":`},
 		{"healthz", health.PathLivez, `200 OK` + "\n" + `{"lastUpdated":`},
@@ -124,6 +124,14 @@ func TestEachListenerServesItsOwnPaths(t *testing.T) {
 	} {
 		if got := ask(h[tc.name], tc.path); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s %s: %.80q, want %q...", tc.name, tc.path, got, tc.want)
+		}
+	}
+	// Each health answer above is counted as kube-proxy counts it; the
+	// metrics server's ping /healthz is not.
+	scrape := ask(h["metrics"], server.PathMetrics)
+	for _, want := range []string{`kubeproxy_proxy_healthz_total{code="200"} 1`, `kubeproxy_proxy_livez_total{code="200"} 1`} {
+		if !strings.Contains(scrape, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }
@@ -184,7 +192,7 @@ func TestBindAddressHardFail(t *testing.T) {
 	c.BindAddressHardFail = true
 	ctx, fail := context.WithCancelCause(context.Background())
 	defer fail(nil)
-	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg), zap.NewNop())
+	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg, nil), zap.NewNop())
 	select {
 	case <-ctx.Done():
 		if err := context.Cause(ctx); !strings.Contains(err.Error(), "healthz server on "+addr+": listen tcp "+addr) {
@@ -198,7 +206,7 @@ func TestBindAddressHardFail(t *testing.T) {
 	core, logs := observer.New(zap.ErrorLevel)
 	ctx, fail = context.WithCancelCause(context.Background())
 	defer fail(nil)
-	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg), zap.New(core))
+	serveAll(ctx, fail, endpoints(c, r.v, r.hz, reg, nil), zap.New(core))
 	deadline := time.Now().Add(time.Minute)
 	for logs.Len() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -75,7 +75,7 @@ func scrapeAfterSyncs(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	v := views{rec: rec, node: "node-a"}
-	if err := serveDebug(ctx, "", v, &input{store: store}, reg, nil); err != nil {
+	if err := registerViews(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	for name, spec := range map[string]struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
+	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
@@ -96,7 +97,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
-	h := agentHandlers(t, v, hz, reg)
+	h := agentHandlers(t, v, hz, reg, nil)
 	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return nil })
 	defer hc.Close()
 	hz.Start()
@@ -167,10 +168,10 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 
 // agentHandlers are the handlers the agent serves with its default
 // addresses, by endpoint name.
-func agentHandlers(t *testing.T, v views, hz *health.Tracker, reg *prometheus.Registry) map[string]http.Handler {
+func agentHandlers(t *testing.T, v views, hz *health.Tracker, reg *prometheus.Registry, m *metrics.Metrics) map[string]http.Handler {
 	t.Helper()
 	out := map[string]http.Handler{}
-	for _, e := range endpoints(config.Default(), v, hz, reg) {
+	for _, e := range endpoints(config.Default(), v, hz, reg, m) {
 		out[e.Name] = e.Handler
 	}
 	if len(out) != 3 {
