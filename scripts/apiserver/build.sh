@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # build.sh: build kube-apiserver, kube-proxy and etcd once, from the Go module
-# proxy, into
+# proxy (and kubeadm too when called as `build.sh kubeadm`), into
 #   ${KUBE_IPVS_CACHE:-$HOME/.cache/kube-ipvs}/apiserver/<k8s-version>-etcd<etcd-version>/
 # and print that bin dir on stdout (progress goes to stderr). kube-proxy is the
 # reference `make bench` compares the agent with; once kube-apiserver's build
-# cache is warm it takes seconds more.
+# cache is warm it takes seconds more. kubeadm is built only on request: it
+# writes the kube-proxy ConfigMap and DaemonSet the tests compare with
+# (scripts/kubeadm-testdata.sh), nothing runs it in `make test`.
 #
 # Nothing of Kubernetes is vendored here: each binary is built from a tools
 # module generated in a temp dir. kube-apiserver's module (k8s.io/kubernetes)
@@ -30,7 +32,13 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 staging_version="v0.${KUBE_VERSION#v1.}"
 
 cache=${KUBE_IPVS_CACHE:-$HOME/.cache/kube-ipvs}/apiserver/${KUBE_VERSION}-etcd${ETCD_VERSION}
-built() { [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-proxy" ] && [ -x "$cache/etcd" ]; }
+extra=
+case "${1:-}" in
+"") ;;
+kubeadm) extra=kubeadm ;;
+*) log "unknown tool $1 (only kubeadm is built on request)"; exit 2 ;;
+esac
+built() { [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-proxy" ] && [ -x "$cache/etcd" ] && { [ -z "$extra" ] || [ -x "$cache/$extra" ]; }; }
 if built; then
   echo "$cache"
   exit 0
@@ -114,6 +122,10 @@ fi
 if [ ! -x "$cache/kube-proxy" ]; then
   log "building kube-proxy ${KUBE_VERSION}"
   build_kube kube-proxy
+fi
+if [ -n "$extra" ] && [ ! -x "$cache/$extra" ]; then
+  log "building $extra ${KUBE_VERSION}"
+  build_kube "$extra"
 fi
 log "built in $(($(date +%s) - start)) s: $("$cache/kube-apiserver" --version) / $("$cache/kube-proxy" --version) / etcd $("$cache/etcd" --version | sed -n 's/^etcd Version: //p')"
 echo "$cache"
