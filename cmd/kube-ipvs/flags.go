@@ -136,20 +136,7 @@ func aliased(fs *pflag.FlagSet, v pflag.Value, name, alias, usage string) {
 
 // newLogger builds the zap logger the flags ask for, writing to stderr.
 func newLogger(c config.Config) (*zap.Logger, error) {
-	level, err := zapcore.ParseLevel(c.LogLevel)
-	if err != nil {
-		return nil, err
-	}
-	enc := zap.NewProductionEncoderConfig()
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	var encoder zapcore.Encoder
-	if c.LogFormat == "json" {
-		encoder = zapcore.NewJSONEncoder(enc)
-	} else {
-		enc.EncodeLevel = zapcore.CapitalLevelEncoder
-		encoder = zapcore.NewConsoleEncoder(enc)
-	}
-	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(os.Stderr), level)), nil
+	return newLoggerTo(c, zapcore.Lock(os.Stderr))
 }
 
 // nodeName is --hostname-override, else $NODE_NAME, else the hostname, as
