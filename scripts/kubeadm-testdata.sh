@@ -77,9 +77,9 @@ ipvs:
   strictARP: true
   syncPeriod: 1m
   minSyncPeriod: 2s
-  tcpTimeout: 900s
-  tcpFinTimeout: 120s
-  udpTimeout: 300s
+  tcpTimeout: 600s
+  tcpFinTimeout: 30s
+  udpTimeout: 60s
   excludeCIDRs: [192.0.2.0/24]'
 dryrun "$work/tuned.yaml" | pick ConfigMap | configconf >"$out/kubeadm-$version-ipvs-tuned.conf"
 

@@ -63,11 +63,23 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: c.IptablesBackend, Conntrack: conntrackTuning(c.Conntrack)})
+	dp, err := linux.New(dataplaneOptions(c, log))
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}
 	defer dp.Close()
+	return agentOn(ctx, c, node, dp, log, stdout)
+}
+
+// dataplaneOptions are the kernel settings the configuration asks for
+// beyond the table: strict ARP, the iptables flavour, conntrack tuning.
+func dataplaneOptions(c config.Config, log *zap.Logger) linux.Options {
+	return linux.Options{Logger: log, StrictARP: c.StrictARP, IptablesBackend: c.IptablesBackend, Conntrack: conntrackTuning(c.Conntrack)}
+}
+
+// agentOn runs the agent on an open dataplane: the real kernel, or a fake
+// in tests that follow the agent's whole configuration path.
+func agentOn(ctx context.Context, c config.Config, node string, dp dataplane.Dataplane, log *zap.Logger, stdout io.Writer) error {
 	src, err := newSource(c, node, log)
 	if err != nil {
 		return err
