@@ -7,12 +7,19 @@
 # The host-side driver (e2e/cluster, a Go test using client-go) applies the
 # manifest's ServiceAccount/ClusterRole/ClusterRoleBinding and a Node, checks
 # the agent's identity is refused Secrets (and more), boots the VM with the API
-# server forwarded to 10.0.2.100:6443 and runs the agent there with a token for
-# that identity. It then creates, changes and deletes Services and
+# server forwarded to 10.0.2.100:6443 and starts the agent there as the
+# manifest's DaemonSet would on a fresh node (its args, kubeadm's kube-proxy
+# ConfigMap at the mount path, a service-account token for that identity, an
+# empty IPVS table): it must program every Service, the kubernetes one
+# included, after which an in-cluster client reaches the API server through
+# that ClusterIP (and could not before). It then creates, changes and deletes Services and
 # EndpointSlices and waits for the guest's `ipvsadm -Sn` (printed on the
 # console when it changes) to follow, checks the Warning Event the agent posts
 # for a Service asking for an unknown scheduler, and that the agent's log has
-# no "forbidden". Times are printed (API server ready, API change to kernel).
+# no "forbidden" and no line in klog's format. Last, kubeadm's tuned config.conf
+# and the same settings as flags each run --once from a clean kernel: the
+# tables, timeouts, ARP settings and nat rules must be equal. Times are
+# printed (API server ready, API change to kernel).
 # KUBE_IPVS_CLUSTER_TEST=TestAgentSurvivesAPIServerFaults runs the fault
 # scenario instead (API server restarts and watch expiry mid-churn; `make
 # cluster-vm-faults`).

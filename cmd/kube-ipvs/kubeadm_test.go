@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,6 +40,17 @@ func kernelAfter(t *testing.T, args ...string) (config.Config, string) {
 		k.Dump(), k.Timeouts(), k.Sysctls(), sh.Families, sh.MasqueradeAll, sh.PodCIDRs, sh.PodInterface, sh.MasqueradeMark, dp.StrictARP, dp.IptablesBackend, dp.Conntrack)
 }
 
+// tunedFlags are the flags that say what kubeadm-v1.37.2-ipvs-tuned.conf
+// says, one a line (the e2e/cluster VM test runs them too).
+func tunedFlags(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/config/testdata/kubeadm-v1.37.2-ipvs-tuned.flags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(data))
+}
+
 // The KubeProxyConfiguration kubeadm v1.37 writes for IPVS (as it is, and
 // with the IPVS settings a user tunes, internal/config/testdata) programs
 // the same kernel as the same settings given as kube-proxy's flags.
@@ -51,10 +63,7 @@ func TestKubeadmConfigProgramsWhatItsFlagsDo(t *testing.T) {
 		// kubeadm writes ipvs.minSyncPeriod 0s, which kube-proxy keeps;
 		// the flag's default is 1s.
 		{"kubeadm-v1.37.2-ipvs.conf", append(kubeadm, "--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=0s")},
-		{"kubeadm-v1.37.2-ipvs-tuned.conf", append(kubeadm, "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56",
-			"--nodeport-addresses=primary", "--masquerade-all", "--ipvs-scheduler=lc", "--ipvs-strict-arp",
-			"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-tcp-timeout=600s",
-			"--ipvs-tcpfin-timeout=30s", "--ipvs-udp-timeout=60s", "--ipvs-exclude-cidrs=192.0.2.0/24")},
+		{"kubeadm-v1.37.2-ipvs-tuned.conf", tunedFlags(t)},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			fileConfig, fromFile := kernelAfter(t, "--config=../../internal/config/testdata/"+tc.file)

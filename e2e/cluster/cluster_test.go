@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,10 +25,11 @@ import (
 )
 
 const (
-	nodeName  = "kube-ipvs-vm"
-	nodeIP    = "10.0.2.15" // the guest's eth0 (scripts/vm)
-	guestPort = 6443        // the API server, seen from the guest at 10.0.2.100
-	stopVIP   = "10.96.99.99"
+	nodeName      = "kube-ipvs-vm"
+	nodeIP        = "10.0.2.15"  // the guest's eth0 (scripts/vm)
+	apiServerHost = "10.0.2.100" // the API server, seen from the guest at apiServerHost:guestPort
+	guestPort     = 6443
+	stopVIP       = "10.96.99.99"
 	// The guest stops when this virtual server appears: the stop signal
 	// travels API server -> agent -> kernel like everything else.
 	stopVS = "-t " + stopVIP + ":9"
@@ -70,23 +72,16 @@ func client(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	return c
 }
 
-// guestScript runs in the VM: the agent, its log on the console, its
-// /healthz on kube-proxy's port (code, nodeEligible, healthy) whenever it
-// changes, and the kernel table printed whenever it changes, until the stop
-// virtual server appears.
-const guestScript = `set -u
-echo "cluster-vm: guest up"
-( kube-ipvs agent --kubeconfig /etc/kube-ipvs/agent.kubeconfig --hostname-override ` + nodeName + ` \
-    --drain-timeout 0s --log-level info 2>&1; echo "agent exited: $?" ) |
-  while IFS= read -r l; do echo "agent| $l"; done &
-( prev=
+// healthzLoop prints the agent's /healthz on kube-proxy's port (code,
+// nodeEligible, healthy) whenever it changes, prefixed "healthz-state: ".
+const healthzLoop = `( prev=
   while :; do
     r=$(printf 'GET /healthz HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 10256 2>/dev/null | tr -d '\r')
     cur="$(echo "$r" | head -1 | cut -d' ' -f2) $(echo "$r" | tail -1 | sed -n 's/.*"nodeEligible":\([a-z]*\),"healthy":\([a-z]*\).*/eligible=\1 healthy=\2/p')"
     if [ "$cur" != "$prev" ]; then echo "healthz-state: $cur"; prev=$cur; fi
     sleep 0.3
   done ) &
-` + snapshotLoop + metricsDump
+`
 
 // metricsDump prints the agent's kube-proxy change and programming series
 // once the scenario is over, each line prefixed "metrics| ", from
@@ -131,16 +126,24 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	checkNarrow(ctx, t, agentID)
 
 	// web exists before the agent starts: it arrives with the initial list.
+	// So does the kubernetes Service's EndpointSlice, as in any cluster.
 	createService(ctx, t, admin, "web", "10.96.10.10", 80, nil)
 	createSlice(ctx, t, admin, "web", "web-1", 8080, "10.244.1.2", "10.244.1.3")
+	kubernetesSlice(ctx, t, admin, apiServerHost, guestPort)
 
-	con, wait := bootVM(ctx, t, e)
+	// The agent starts as the DaemonSet starts it (daemonset_test.go).
+	p := daemonSetPod(ctx, t, e, admin, t.TempDir(), fmt.Sprintf("https://%s:%d", apiServerHost, guestPort))
+	t.Logf("the DaemonSet's process: %s", strings.Join(p.args, " "))
+	con, wait := bootVMWith(ctx, t, e, daemonSetGuest(p), append(p.adds, tunedFiles(e)...)...)
 	defer func() {
 		if t.Failed() {
 			t.Logf("last console lines:\n%s", strings.Join(con.Tail(150), "\n"))
 		}
 	}()
 	boot := time.Now()
+	if before, err := con.WaitLine(ctx, "ipvs-before: "); err != nil || strings.Trim(before, "; ") != "" {
+		t.Fatalf("IPVS table before the agent: %q (%v), want it empty", before, err)
+	}
 	step := func(name string, ok func(Table) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
@@ -155,11 +158,16 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		return d
 	}
 
-	step("initial list programmed (from VM start: boot + agent start + first sync)", func(tab Table) bool {
-		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.3:8080": 1})
+	kubernetesVIP := p.env["KUBERNETES_SERVICE_HOST"] + ":" + p.env["KUBERNETES_SERVICE_PORT"]
+	checkInClusterBefore(ctx, t, con)
+	kubernetesVS := "-t " + kubernetesVIP
+	step("initial list programmed, the kubernetes Service included (from VM start: boot + agent start + first sync)", func(tab Table) bool {
+		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.3:8080": 1}) &&
+			hasReals(tab, kubernetesVS, map[string]int{fmt.Sprintf("%s:%d", apiServerHost, guestPort): 1})
 	})
 	t.Logf("VM start to web programmed: %.1f s", time.Since(boot).Seconds())
 	checkNodeEligibility(ctx, t, admin, con)
+	checkInCluster(ctx, t, con)
 
 	createService(ctx, t, admin, "api", "10.96.10.20", 8080, nil)
 	// Stamped as the EndpointSlice controller stamps it: the agent measures
@@ -173,10 +181,12 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 		return hasReals(tab, "-t 10.96.10.20:8080", map[string]int{"10.244.2.5:9090": 1})
 	})
 
-	// An endpoint replaced: with --drain-timeout 0 the old one goes at once.
+	// An endpoint replaced: the old one drains at weight 0 until the agent
+	// sees it has no connections (known at the next full sync), then goes.
 	updateSlice(ctx, t, admin, "web-1", "10.244.1.2", "10.244.1.4")
 	step("EndpointSlice update to ipvsadm showing it", func(tab Table) bool {
-		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.4:8080": 1})
+		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.4:8080": 1}) ||
+			hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.3:8080": 0, "10.244.1.4:8080": 1})
 	})
 
 	if err := admin.CoreV1().Services("default").Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
@@ -198,6 +208,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	t.Logf("whole VM run: %.1f s", time.Since(boot).Seconds())
 	checkAgentLog(t, con.AgentLog())
 	checkProgrammed(t, con.Tail(1000))
+	checkKubeadmCompare(ctx, t, con)
 }
 
 // checkProgrammed reads the metrics the guest printed last: the stamped
@@ -450,8 +461,12 @@ func waitWarningEvent(ctx context.Context, t *testing.T, c kubernetes.Interface,
 	}
 }
 
+// klogHeader starts a line in klog's own format ("I1201 06:12:01.123456"):
+// client-go's lines, had they not gone through the agent's zap logger.
+var klogHeader = regexp.MustCompile(`^[IWEF]\d{4} \d\d:\d\d:\d\d`)
+
 // checkAgentLog: the agent ran its whole life under the narrow identity
-// without being refused anything, and synced its sources.
+// without being refused anything, synced its sources, and wrote one format.
 func checkAgentLog(t *testing.T, lines []string) {
 	t.Helper()
 	synced := 0
@@ -459,6 +474,9 @@ func checkAgentLog(t *testing.T, lines []string) {
 		low := strings.ToLower(l)
 		if strings.Contains(low, "forbidden") || strings.Contains(low, "unauthorized") {
 			t.Errorf("agent log: %s", l)
+		}
+		if klogHeader.MatchString(l) {
+			t.Errorf("agent log: a line in klog's format, not the agent's: %s", l)
 		}
 		if strings.Contains(l, "source synced") {
 			synced++
@@ -470,15 +488,10 @@ func checkAgentLog(t *testing.T, lines []string) {
 	t.Logf("agent log: %d lines, none forbidden:\n%s", len(lines), strings.Join(lines, "\n"))
 }
 
-// bootVM starts the VM with the agent and the API server forwarded in; the
-// returned func waits for it to end.
-func bootVM(ctx context.Context, t *testing.T, e env) (*Console, func() error) {
-	t.Helper()
-	return bootVMWith(ctx, t, e, guestScript)
-}
-
-// bootVMWith is bootVM with another guest script.
-func bootVMWith(ctx context.Context, t *testing.T, e env, guest string) (*Console, func() error) {
+// bootVMWith starts the VM running the guest script, with the agent, its
+// kubeconfig and the files adds names (HOST:GUEST) in it and the API server
+// forwarded in; the returned func waits for it to end.
+func bootVMWith(ctx context.Context, t *testing.T, e env, guest string, adds ...string) (*Console, func() error) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "guest.sh")
@@ -486,12 +499,14 @@ func bootVMWith(ctx context.Context, t *testing.T, e env, guest string) (*Consol
 		t.Fatalf("write guest script: %v", err)
 	}
 	port := os.Getenv("KUBE_IPVS_APISERVER_PORT")
-	cmd := exec.CommandContext(ctx, filepath.Join(e.root, "scripts", "vm", "run.sh"),
-		"--timeout", "400", "--fwd", fmt.Sprintf("%d:%s", guestPort, port),
-		"--add", e.agentBin+":/usr/local/bin/kube-ipvs",
-		"--add", e.agentKubeconfig+":/etc/kube-ipvs/agent.kubeconfig",
-		"--add", script+":/guest.sh",
-		"--", "sh", "/guest.sh")
+	args := []string{"--timeout", "400", "--fwd", fmt.Sprintf("%d:%s", guestPort, port),
+		"--add", e.agentBin + ":/usr/local/bin/kube-ipvs",
+		"--add", e.agentKubeconfig + ":/etc/kube-ipvs/agent.kubeconfig",
+		"--add", script + ":/guest.sh"}
+	for _, a := range adds {
+		args = append(args, "--add", a)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(e.root, "scripts", "vm", "run.sh"), append(args, "--", "sh", "/guest.sh")...)
 	cmd.Stderr = os.Stderr
 	// run.sh starts qemu under timeout(1): stop the whole group we started,
 	// not only the script, or qemu outlives the test.

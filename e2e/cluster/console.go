@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// Console lines the guest script prints (see guestScript).
+// Console lines the guest script prints (see daemonSetGuest).
 const (
 	snapshotPrefix = "ipvs-snapshot: " // the whole `ipvsadm -Sn` table, rules joined by ';'
 	agentPrefix    = "agent| "         // one line of the agent's log
@@ -80,13 +80,14 @@ type Console struct {
 	seen    bool          // a snapshot has arrived
 	healthz string        // the latest healthz state
 	changed chan struct{} // closed and replaced on every snapshot and healthz state
+	grew    chan struct{} // closed and replaced on every line
 	agent   []string
 	all     []string
 	done    chan struct{} // closed when the stream ends
 }
 
 func newConsole() *Console {
-	return &Console{changed: make(chan struct{}), done: make(chan struct{})}
+	return &Console{changed: make(chan struct{}), grew: make(chan struct{}), done: make(chan struct{})}
 }
 
 // follow reads r until it ends; echo, if set, gets every line too.
@@ -101,6 +102,8 @@ func (c *Console) follow(r io.Reader, echo func(string)) {
 		}
 		c.mu.Lock()
 		c.all = append(c.all, line)
+		close(c.grew)
+		c.grew = make(chan struct{})
 		// The snapshot may follow kernel noise on the same console line.
 		if i := strings.Index(line, snapshotPrefix); i >= 0 {
 			c.table = parseTable(strings.Split(line[i+len(snapshotPrefix):], ";"))
@@ -154,6 +157,39 @@ func (c *Console) WaitHealthz(ctx context.Context, want string) error {
 			return fmt.Errorf("the VM console ended; /healthz state %q", got)
 		case <-ctx.Done():
 			return fmt.Errorf("%w; /healthz state %q", context.Cause(ctx), got)
+		}
+	}
+}
+
+// WaitLine waits for a console line holding prefix and returns what
+// follows the prefix on the first such line.
+func (c *Console) WaitLine(ctx context.Context, prefix string) (string, error) {
+	seen := 0
+	find := func() (string, bool, chan struct{}) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, l := range c.all[seen:] {
+			if i := strings.Index(l, prefix); i >= 0 {
+				return l[i+len(prefix):], true, nil
+			}
+		}
+		seen = len(c.all)
+		return "", false, c.grew
+	}
+	for {
+		rest, ok, grew := find()
+		if ok {
+			return rest, nil
+		}
+		select {
+		case <-grew:
+		case <-c.done:
+			if rest, ok, _ := find(); ok {
+				return rest, nil
+			}
+			return "", fmt.Errorf("the VM console ended without a line %q", prefix)
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for a line %q: %w", prefix, context.Cause(ctx))
 		}
 	}
 }

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +55,26 @@ func TestConsoleFollow(t *testing.T) {
 	// The stream has ended: a condition that never holds fails instead of hanging.
 	if _, err := c.WaitTable(ctx, func(Table) bool { return false }); err == nil {
 		t.Error("WaitTable after the stream ended: want an error")
+	}
+}
+
+func TestConsoleWaitLine(t *testing.T) {
+	r, w := io.Pipe()
+	c := newConsole()
+	go c.follow(r, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		fmt.Fprintln(w, "[ 1.0] noise in-cluster-exit: 0")
+		fmt.Fprintln(w, "in-cluster-exit: 1")
+		w.Close()
+	}()
+	// The first line holding the prefix, anywhere on the line.
+	if got, err := c.WaitLine(ctx, "in-cluster-exit: "); err != nil || got != "0" {
+		t.Errorf("WaitLine: %q, %v; want \"0\"", got, err)
+	}
+	<-c.done
+	if _, err := c.WaitLine(ctx, "never: "); err == nil {
+		t.Error("WaitLine after the stream ended without the line: want an error")
 	}
 }

@@ -50,7 +50,7 @@ const (
 	faultChurn  = 20 // Services created, changed and deleted all along
 )
 
-// faultGuestScript is guestScript with the agent's debug log reduced to its
+// faultGuestScript runs the agent with its debug log reduced to its
 // removals (every applied "-D", "-d", "ip addr del", "ipset del"), so the
 // console carries them without the flood of additions.
 const faultGuestScript = `set -u
