@@ -7,7 +7,7 @@
 # namespace:
 #
 #   - the entrypoint: `version` names the image's version label, and `agent`
-#     with the DaemonSet's flags starts and reaches the kernel: it programs
+#     (with examples/ as its source) starts and reaches the kernel: it programs
 #     IPVS where the kernel has it, and elsewhere must fail only because IPVS
 #     is missing;
 #   - the image's iptables (nft and legacy), ipset and conntrack;
@@ -17,8 +17,9 @@
 #     and detecting the backend. The shim needs no IPVS.
 #
 # With --vm it also boots the IPVS VM (scripts/vm/run.sh) and runs the agent
-# there from the image's root file system, as the DaemonSet would: the
-# entrypoint and command with the DaemonSet's flags against examples/ must
+# there from the image's root file system, privileged with the host's
+# network as the DaemonSet runs it: the entrypoint and command against
+# examples/ must
 # program the table scripts/agent-vm.sh expects, write the shim's rules with
 # the image's iptables (nft on a bare node), plan nothing on a second run and
 # clean up after itself.
@@ -155,7 +156,9 @@ main() {
   log "PASS: $(du -h "$archive" | cut -f1) archive, $(du -sh "$rootfs" | cut -f1) unpacked root file system ($rootfs)"
 }
 
-# The entrypoint with the DaemonSet's flags plus a manifest folder, once.
+# The entrypoint with a manifest folder as the source, once. (The
+# DaemonSet's own command line, with kubeadm's ConfigMap and a real API
+# server, runs in make cluster-vm.)
 check_agent() { # entrypoint + cmd
   local out rc=0
   mkdir -p "$rootfs/tmp/examples"
@@ -204,7 +207,7 @@ check_vm() { # entrypoint + cmd
   cat >"$work/guest.sh" <<GUEST
 set -u
 fail() { echo "image-check: FAIL (vm): \$*"; exit 1; }
-# The image's entrypoint and command with the DaemonSet's flags.
+# The image's entrypoint and command, examples/ as the source.
 agent() { chroot /image$agent "\$@"; }
 GUEST
   cat >>"$work/guest.sh" <<'GUEST'
