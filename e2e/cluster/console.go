@@ -10,7 +10,8 @@ import (
 	"sync"
 )
 
-// Console lines the guest script prints (see daemonSetGuest).
+// Console lines the guest scripts print (see daemonSetGuest, healthzLoop,
+// snapshotLoop).
 const (
 	snapshotPrefix = "ipvs-snapshot: " // the whole `ipvsadm -Sn` table, rules joined by ';'
 	agentPrefix    = "agent| "         // one line of the agent's log
