@@ -112,12 +112,12 @@ case "$g" in
 esac
 h=$(http_get ext 192.168.50.1 32001)
 case "$h" in
-*" 200 OK"*'"localEndpoints":1'*) ok "health check 32001 (local endpoint): 200, $(echo "$h" | tail -n 1)" ;;
+*" 200 OK"*'"localEndpoints": 1,'*) ok "health check 32001 (local endpoint): 200, $(echo "$h" | grep localEndpoints)" ;;
 *) bad "health check 32001: $h" ;;
 esac
 h=$(http_get ext 192.168.50.1 32002)
 case "$h" in
-*" 503 "*'"localEndpoints":0'*) ok "health check 32002 (no local endpoint): 503, $(echo "$h" | tail -n 1)" ;;
+*" 503 "*'"localEndpoints": 0,'*) ok "health check 32002 (no local endpoint): 503, $(echo "$h" | grep localEndpoints)" ;;
 *) bad "health check 32002: $h" ;;
 esac
 
