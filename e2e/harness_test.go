@@ -92,6 +92,13 @@ func setup(t *testing.T) *suite {
 	if sharedErr != nil {
 		t.Fatalf("setting up the suite: %v", sharedErr)
 	}
+	// A failure under a shared, loaded machine is easier to tell from a
+	// bug with what the agent did just before it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log, last 40 lines:\n%s", shared.agent.tail(40))
+		}
+	})
 	return shared
 }
 
