@@ -216,12 +216,24 @@ var kubeProxySets = []string{
 }
 
 // IsKubeProxySet tells whether an ipset name is one kube-proxy's IPVS mode
-// creates, in either family (its IPv6 sets are named KUBE-6-*).
+// creates, in either family. Its IPv6 sets are named KUBE-6-*, and it cuts
+// a name to the kernel's 31 characters, so two of them are
+// KUBE-6-LOAD-BALANCER-SOURCE-CID and KUBE-6-NODE-PORT-LOCAL-SCTP-HAS (the
+// multi-node test found them left behind).
 func IsKubeProxySet(name string) bool {
 	for _, s := range kubeProxySets {
-		if name == s || name == "KUBE-6-"+strings.TrimPrefix(s, "KUBE-") {
+		if name == s || name == ipsetName("KUBE-6-"+strings.TrimPrefix(s, "KUBE-")) {
 			return true
 		}
 	}
 	return false
+}
+
+// ipsetName is a set name as the kernel keeps it: at most 31 characters
+// (IPSET_MAXNAMELEN with its terminating NUL), as kube-proxy truncates.
+func ipsetName(name string) string {
+	if len(name) > 31 {
+		return name[:31]
+	}
+	return name
 }

@@ -246,7 +246,9 @@ func TestSetNames(t *testing.T) {
 			t.Errorf("set %s: ours %v, kube-proxy's %v", s.Name, IsOurs(s.Name), IsKubeProxySet(s.Name))
 		}
 	}
-	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-6-CLUSTER-IP", "KUBE-IPVS-IPS", "KUBE-6-IPVS-IPS"} {
+	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-6-CLUSTER-IP", "KUBE-IPVS-IPS", "KUBE-6-IPVS-IPS",
+		// As kube-proxy v1.37 names them, cut to 31 characters.
+		"KUBE-6-LOAD-BALANCER-SOURCE-CID", "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS", "KUBE-LOAD-BALANCER-SOURCE-CIDR"} {
 		if IsOurs(name) || !IsKubeProxySet(name) {
 			t.Errorf("%s: ours %v, kube-proxy's %v", name, IsOurs(name), IsKubeProxySet(name))
 		}

@@ -1,0 +1,129 @@
+package multinode
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Table is one `ipvsadm -Sn` listing: virtual server ("-t 10.96.1.10:80")
+// to its real servers ("10.244.1.10:8080") and their weights.
+type Table map[string]map[string]int
+
+// parseTable reads `ipvsadm -Sn` rules: "-A -t VIP:PORT -s rr" and
+// "-a -t VIP:PORT -r RIP:PORT -m -w 1".
+func parseTable(rules []string) Table {
+	t := Table{}
+	for _, r := range rules {
+		f := strings.Fields(r)
+		if len(f) < 3 || (f[0] != "-A" && f[0] != "-a") {
+			continue
+		}
+		vs := f[1] + " " + f[2]
+		if t[vs] == nil {
+			t[vs] = map[string]int{}
+		}
+		if f[0] == "-A" {
+			continue
+		}
+		real, weight := "", 0
+		for i := 3; i+1 < len(f); i++ {
+			switch f[i] {
+			case "-r":
+				real = f[i+1]
+			case "-w":
+				fmt.Sscan(f[i+1], &weight)
+			}
+		}
+		t[vs][real] = weight
+	}
+	return t
+}
+
+// reals is the sorted real servers of vs with a weight above zero.
+func (t Table) reals(vs string) []string {
+	var out []string
+	for r, w := range t[vs] {
+		if w > 0 {
+			out = append(out, r)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String prints the table sorted, one virtual server a line.
+func (t Table) String() string {
+	var lines []string
+	for vs, reals := range t {
+		var rs []string
+		for r, w := range reals {
+			rs = append(rs, fmt.Sprintf("%s w%d", r, w))
+		}
+		sort.Strings(rs)
+		lines = append(lines, vs+" -> ["+strings.Join(rs, ", ")+"]")
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// scenario is one line group of the final report.
+type scenario struct {
+	name    string
+	results []result
+	tables  []string // what each node's table held
+	notes   []string
+}
+
+// report collects the scenarios and prints them at the end, also when a
+// phase failed (what ran is reported).
+type report struct {
+	mu        sync.Mutex
+	scenarios []*scenario
+}
+
+func (r *report) add(s *scenario) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scenarios = append(r.scenarios, s)
+}
+
+func (r *report) print(w io.Writer, took time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(w, "\n==== cluster-e2e report (%d nodes, %.0f s in the VM) ====\n", nodeCount, took.Seconds())
+	for _, s := range r.scenarios {
+		fmt.Fprintf(w, "\n## %s\n", s.name)
+		for _, res := range s.results {
+			fmt.Fprintf(w, "  %-34s %-3s requests %5d  failures %3d  longest gap %6.2f s  backends %s\n",
+				res.Name, res.Network, res.Requests, res.Failures, res.Longest.Seconds(), counts(res.Backends))
+			for _, e := range res.Errors {
+				fmt.Fprintf(w, "      error: %s\n", e)
+			}
+		}
+		for _, tb := range s.tables {
+			fmt.Fprintf(w, "  table  %s\n", tb)
+		}
+		for _, n := range s.notes {
+			fmt.Fprintf(w, "  note   %s\n", n)
+		}
+	}
+	fmt.Fprintln(w, "==== end of report ====")
+}
+
+// counts prints a name->count map sorted: "web-1=3 web-2=4".
+func counts(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

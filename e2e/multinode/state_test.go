@@ -1,0 +1,129 @@
+package multinode
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// nodeState is what a proxy leaves in a node's kernel, normalized so two
+// nodes compare equal when the same tool made the same state: the node's
+// own addresses become NODE and POD-GW, counters and comments go, and lines
+// are sorted (the kernel lists in hash order). Real servers are left out:
+// with traffic policy Local they differ by node on purpose.
+type nodeState map[string][]string
+
+var counters = regexp.MustCompile(`\[\d+:\d+\]`)
+
+func readState(n *node) (nodeState, error) {
+	st := nodeState{}
+	norm := func(s string) string {
+		s = strings.ReplaceAll(s, nodeAddr(n.i), "NODE")
+		return strings.ReplaceAll(s, podGateway(n.i), "POD-GW")
+	}
+	for _, tool := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := inNS(n.name, tool)
+		if err != nil {
+			return nil, err
+		}
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			lines = append(lines, norm(counters.ReplaceAllString(l, "[0:0]")))
+		}
+		st[tool] = sorted(lines)
+	}
+	out, err := inNS(n.name, "ipset", "list", "-n")
+	if err != nil {
+		return nil, err
+	}
+	st["ipset list -n"] = sorted(strings.Fields(out))
+	out, err = inNS(n.name, "ipvsadm", "-Sn")
+	if err != nil {
+		return nil, err
+	}
+	var vss []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "-A ") {
+			vss = append(vss, norm(l))
+		}
+	}
+	st["ipvsadm -Sn (virtual servers)"] = sorted(vss)
+	out, err = inNS(n.name, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+	if err != nil {
+		out = "" // no link: compared as no addresses
+	}
+	var vips []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "inet" || f[i] == "inet6" {
+				vips = append(vips, f[i+1])
+			}
+		}
+	}
+	st["kube-ipvs0 addresses"] = sorted(vips)
+	return st, nil
+}
+
+func sorted(s []string) []string {
+	sort.Strings(s)
+	return s
+}
+
+// diffState lists what a has and b lacks and the other way round, per
+// section ("" when equal).
+func diffState(aName string, a nodeState, bName string, b nodeState) string {
+	var out []string
+	var sections []string
+	for k := range a {
+		sections = append(sections, k)
+	}
+	sort.Strings(sections)
+	for _, k := range sections {
+		onlyA, onlyB := minus(a[k], b[k]), minus(b[k], a[k])
+		for _, l := range onlyA {
+			out = append(out, fmt.Sprintf("%s: only on %s: %s", k, aName, l))
+		}
+		for _, l := range onlyB {
+			out = append(out, fmt.Sprintf("%s: only on %s: %s", k, bName, l))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// minus is the lines of a not in b (as multisets).
+func minus(a, b []string) []string {
+	have := map[string]int{}
+	for _, l := range b {
+		have[l]++
+	}
+	var out []string
+	for _, l := range a {
+		if have[l] > 0 {
+			have[l]--
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// kubeProxyLeftovers is every line of a node's state that names one of
+// kube-proxy's IPVS-mode chains or sets.
+func kubeProxyLeftovers(st nodeState) []string {
+	re := regexp.MustCompile(`KUBE-(SERVICES|POSTROUTING|MARK-MASQ|NODE-PORT|LOAD-BALANCER|FORWARD|PROXY-FIREWALL|SOURCE-RANGES-FIREWALL|IPVS-FILTER|IPVS-OUT-FILTER|CLUSTER-IP|LOOP-BACK|EXTERNAL-IP|6-)`)
+	var out []string
+	for k, lines := range st {
+		for _, l := range lines {
+			if re.MatchString(l) {
+				out = append(out, k+": "+l)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,145 @@
+package multinode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testRollingUpgrade restarts the agents one node at a time, as a
+// DaemonSet's RollingUpdate with maxUnavailable 1 does: SIGTERM, then the
+// new binary (the image's agent on node 4 restarts as it is: the image is
+// the one this commit builds). Under steady TCP and UDP load no request may
+// fail, and a restart against an unchanged cluster writes nothing to the
+// kernel: the new agent's kube_ipvs_operations_total stays at zero through
+// its first full sync, which plans zero operations.
+func testRollingUpgrade(ctx context.Context, t *testing.T, c *cluster) {
+	sc := &scenario{name: "rolling upgrade: each agent restarted in turn (SIGTERM, new binary, start)"}
+	c.rep.add(sc)
+	if err := c.waitTables("web programmed", hasWeb); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]Table{}
+	for _, n := range c.nodes {
+		tb, err := n.table()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n.name] = tb
+	}
+	load := steadyLoad()
+	load.start()
+	time.Sleep(2 * time.Second)
+	for _, n := range c.nodes {
+		next := kubeIPVSNext
+		if n.proc.kind == kubeIPVSImage {
+			next = kubeIPVSImage
+		}
+		start := time.Now()
+		if err := n.stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.start(next); err != nil {
+			t.Fatal(err)
+		}
+		first, err := n.waitFirstSync(settle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := n.metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops := sumPrefix(m, "kube_ipvs_operations_total")
+		if ops != 0 || fmt.Sprint(first["ops"]) != "0" {
+			t.Errorf("%s: restart against an unchanged cluster: first sync planned %v ops, kube_ipvs_operations_total %v (want 0)",
+				n.name, first["ops"], ops)
+		}
+		tb, err := n.table()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tb.String() != before[n.name].String() {
+			t.Errorf("%s: table changed across the restart:\nbefore:\n%s\nafter:\n%s", n.name, before[n.name], tb)
+		}
+		sc.notes = append(sc.notes, fmt.Sprintf("%s: %s, restart to first full sync %.1f s, operations planned %v, kube_ipvs_operations_total %v, table unchanged",
+			n.name, next, time.Since(start).Seconds(), first["ops"], ops))
+		time.Sleep(2 * time.Second)
+	}
+	sc.results = load.stop()
+	requireNoFailures(t, sc.results, true)
+	sc.tables = c.tablesOf(webVIP)
+	for _, n := range c.nodes {
+		if v := strings.TrimSpace(mustRun(t, n.name, n.command(n.proc.kind)[0], "version")); n.proc.kind == kubeIPVSNext && !strings.Contains(v, "next") {
+			t.Errorf("%s runs %q, not the new binary", n.name, v)
+		}
+	}
+}
+
+// mustRun runs a command in a namespace and returns its output.
+func mustRun(t *testing.T, ns, name string, args ...string) string {
+	t.Helper()
+	out, err := inNS(ns, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// testBackToKubeProxy moves node 1 back to kube-proxy under load, without
+// a gap: stop kube-ipvs (its table stays and serves), start kube-proxy
+// (its first sync adopts the same virtual servers and VIPs and adds its
+// rules and sets), then `kube-ipvs cleanup --shim-only` removes kube-ipvs'
+// chains and sets and nothing else. Afterwards node 1 holds what it held
+// under kube-proxy at the start.
+func testBackToKubeProxy(ctx context.Context, t *testing.T, c *cluster) {
+	sc := &scenario{name: "back to kube-proxy on node-1"}
+	c.rep.add(sc)
+	n := c.node(1)
+	load := steadyLoad()
+	load.start()
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	if err := n.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.start(kubeProxy); err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy has synced once its sets hold the cluster IPs.
+	if _, err := waitFor(settle, func() (bool, string) {
+		out, err := inNS(n.name, "ipset", "list", "KUBE-CLUSTER-IP")
+		return err == nil && strings.Contains(out, "10.96.1.10,tcp:80"), out
+	}); err != nil {
+		t.Fatalf("kube-proxy's first sync on node-1: %v", err)
+	}
+	out, err := inNS(n.name, agentBin, "cleanup", "--shim-only")
+	if err != nil {
+		t.Fatalf("cleanup --shim-only: %v", err)
+	}
+	sc.notes = append(sc.notes, fmt.Sprintf("node-1: kube-ipvs stopped, kube-proxy synced, kube-ipvs' shim removed in %.1f s %s", time.Since(start).Seconds(), strings.TrimSpace(out)))
+	time.Sleep(3 * time.Second)
+	sc.results = load.stop()
+	requireNoFailures(t, sc.results, false)
+	sc.tables = c.tablesOf(webVIP)
+	st, err := readState(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffState("node-1 now", st, "node-1 under kube-proxy at the start", c.kubeProxyState); d != "" {
+		t.Errorf("node-1 back on kube-proxy differs from its state under kube-proxy at the start:\n%s", d)
+	}
+	for _, sec := range st["iptables-save"] {
+		if strings.Contains(sec, "KUBE-IPVS-") {
+			t.Errorf("node-1: kube-ipvs leftover: %s", sec)
+		}
+	}
+	for _, s := range st["ipset list -n"] {
+		if strings.HasPrefix(s, "KUBE-IPVS") {
+			t.Errorf("node-1: kube-ipvs leftover set %s", s)
+		}
+	}
+	sc.notes = append(sc.notes, "node-1 compared with its own state under kube-proxy before the migration: iptables-save, ip6tables-save, ipset list -n, virtual servers, kube-ipvs0 addresses")
+}
