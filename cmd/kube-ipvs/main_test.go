@@ -46,6 +46,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"agent", "--nodeport-range", "30000-32767xyz"}, []string{"nodeport-range", `"30000-32767xyz"`}},
 		{[]string{"agent", "--cluster-cidr", "10.244.0.0/16xyz"}, []string{"cluster-cidr", `"10.244.0.0/16xyz"`}},
 		{[]string{"agent", "--debug-address", "127.0.0.1:10247xyz"}, []string{"--debug-address", `"127.0.0.1:10247xyz"`}},
+		{[]string{"cleanup", "--kube-proxy-only", "--shim-only"}, []string{"--kube-proxy-only and --shim-only exclude each other"}},
 		{[]string{"cleanup", "--exclude-cidrs", "banana"}, []string{`--exclude-cidrs=banana: "banana" is not a CIDR`}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 	} {
