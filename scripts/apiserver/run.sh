@@ -13,6 +13,9 @@
 #   KUBE_IPVS_AGENT_KUBECONFIG   the agent's identity, server --agent-server
 #                                (default https://127.0.0.1:PORT), TLS unverified
 #   KUBE_IPVS_AGENT_HOST_KUBECONFIG  the agent's identity, server https://127.0.0.1:PORT
+#   KUBE_IPVS_PROXY_KUBECONFIG   kube-proxy's identity (user system:kube-proxy, which the
+#                                API server's default RBAC binds to system:node-proxier,
+#                                as on a kubeadm cluster), server --agent-server
 #   KUBE_IPVS_APISERVER_PORT     the API server's port on 127.0.0.1
 # and run.sh exits with COMMAND's status (125 if the API server never got ready).
 # Binaries come from build.sh (built once, cached). Logs: $KUBE_IPVS_APISERVER_LOGS
@@ -81,9 +84,11 @@ openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
 openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
 admin_token=$(openssl rand -hex 16)
 agent_token=$(openssl rand -hex 16)
+proxy_token=$(openssl rand -hex 16)
 cat >"$dir/tokens.csv" <<TOKENS
 $admin_token,admin,admin,"system:masters"
 $agent_token,system:serviceaccount:kube-system:kube-ipvs,kube-ipvs,"system:serviceaccounts,system:serviceaccounts:kube-system"
+$proxy_token,system:kube-proxy,kube-proxy
 TOKENS
 
 start=$(date +%s.%N)
@@ -134,10 +139,12 @@ KC
 kubeconfig "$dir/admin.kubeconfig" "https://127.0.0.1:$port" admin "$admin_token"
 kubeconfig "$dir/agent.kubeconfig" "${agent_server:-https://127.0.0.1:$port}" kube-ipvs "$agent_token"
 kubeconfig "$dir/agent-host.kubeconfig" "https://127.0.0.1:$port" kube-ipvs "$agent_token"
+kubeconfig "$dir/proxy.kubeconfig" "${agent_server:-https://127.0.0.1:$port}" kube-proxy "$proxy_token"
 
 export KUBE_IPVS_ADMIN_KUBECONFIG="$dir/admin.kubeconfig"
 export KUBE_IPVS_AGENT_KUBECONFIG="$dir/agent.kubeconfig"
 export KUBE_IPVS_AGENT_HOST_KUBECONFIG="$dir/agent-host.kubeconfig"
+export KUBE_IPVS_PROXY_KUBECONFIG="$dir/proxy.kubeconfig"
 export KUBE_IPVS_APISERVER_PORT="$port"
 rc=0
 "$@" || rc=$?
