@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm fault-vm cluster-vm-faults bench demo vet fmt clean
+.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench demo vet fmt clean
 
 all: build
 
@@ -32,8 +32,8 @@ image-check: image
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the
 # ipvsadm-compatible listing against the real ipvsadm; last, the agent against
-# a real kube-apiserver under its RBAC.
-test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm
+# a real kube-apiserver under its RBAC; last, a four-node cluster in the VM.
+test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e
 
 unit:
 	$(GO) test -count=1 ./...
@@ -62,6 +62,13 @@ e2e:
 # under the narrow RBAC of manifests/kube-ipvs.yaml (first run builds them: minutes).
 cluster-vm:
 	scripts/cluster-vm.sh
+
+# Four nodes (network namespaces) in the VM against the real API server:
+# migration from kube-proxy node by node, traffic policies across nodes, a
+# rolling upgrade, one node back to kube-proxy, all under load; node 4 runs
+# the agent from the image's root file system. Prints a report.
+cluster-e2e: image
+	scripts/cluster-e2e.sh
 
 # Faults (issue 9), not part of `test`: each run takes many minutes under
 # emulation. fault-vm: the agent SIGKILLed at random points of a sync of

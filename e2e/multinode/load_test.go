@@ -59,6 +59,9 @@ type stream struct {
 	longest   time.Duration
 	backends  map[string]int
 	peers     map[string]int
+	failedAt  map[string]int // target -> failures
+	firstFail time.Time
+	lastFail  time.Time
 	started   time.Time
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -67,7 +70,7 @@ type stream struct {
 
 func newStream(name, from, network string, interval time.Duration, pick func(int) string) *stream {
 	return &stream{name: name, from: from, network: network, interval: interval, pick: pick,
-		backends: map[string]int{}, peers: map[string]int{}}
+		backends: map[string]int{}, peers: map[string]int{}, failedAt: map[string]int{}}
 }
 
 // start sends requests until stop; each request runs on its own so a slow
@@ -95,9 +98,13 @@ func (s *stream) start() {
 }
 
 func (s *stream) one(ctx context.Context, target string) {
-	timeout := 3 * time.Second
+	// Generous: the VM's CPU is emulated and shared, and a slow answer is
+	// not a failed one. A TCP request fails when refused, reset or not
+	// answered at all within 10 s (a SYN lost more than twice); a UDP one
+	// when its datagram or the answer is lost.
+	timeout := 10 * time.Second
 	if s.network == "udp" {
-		timeout = 2 * time.Second
+		timeout = 3 * time.Second
 	}
 	a, err := ask(ctx, s.from, s.network, target, timeout)
 	now := time.Now()
@@ -109,7 +116,12 @@ func (s *stream) one(ctx context.Context, target string) {
 	s.requests++
 	if err != nil {
 		s.failures++
-		if len(s.errs) < 5 {
+		s.failedAt[target]++
+		if s.firstFail.IsZero() {
+			s.firstFail = now
+		}
+		s.lastFail = now
+		if len(s.errs) < 3 {
 			s.errs = append(s.errs, fmt.Sprintf("%s %s", now.Format("15:04:05.000"), err))
 		}
 		return
@@ -136,17 +148,22 @@ func (s *stream) stop() {
 
 // result is a stream's numbers, for the report.
 type result struct {
-	Name, Network      string
-	Requests, Failures int
-	Longest            time.Duration
-	Errors             []string
-	Backends, Peers    map[string]int
+	Name, Network       string
+	Requests, Failures  int
+	Longest             time.Duration
+	Errors              []string
+	Backends, Peers     map[string]int
+	FailedAt            map[string]int
+	FirstFail, LastFail time.Time
 }
 
 func (s *stream) result() result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, p := map[string]int{}, map[string]int{}
+	b, p, f := map[string]int{}, map[string]int{}, map[string]int{}
+	for k, v := range s.failedAt {
+		f[k] = v
+	}
 	for k, v := range s.backends {
 		b[k] = v
 	}
@@ -154,7 +171,8 @@ func (s *stream) result() result {
 		p[k] = v
 	}
 	return result{Name: s.name, Network: s.network, Requests: s.requests, Failures: s.failures,
-		Longest: s.longest, Errors: append([]string(nil), s.errs...), Backends: b, Peers: p}
+		Longest: s.longest, Errors: append([]string(nil), s.errs...), Backends: b, Peers: p,
+		FailedAt: f, FirstFail: s.firstFail, LastFail: s.lastFail}
 }
 
 // roundRobin picks targets in turn.

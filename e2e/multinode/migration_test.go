@@ -43,12 +43,12 @@ func steadyLoad() loads {
 		udp = append(udp, fmt.Sprintf("%s:30053", nodeAddr(i)))
 	}
 	return loads{
-		newStream("outside -> node ports", outsideNS, "tcp", 100*time.Millisecond, roundRobin(tcp...)),
-		newStream("outside -> node ports", outsideNS, "udp", 200*time.Millisecond, roundRobin(udp...)),
-		newStream("pod cli-1 (node-1) -> cluster IP", "cli-1", "tcp", 200*time.Millisecond, roundRobin("10.96.1.10:80")),
-		newStream("pod cli-1 (node-1) -> cluster IP", "cli-1", "udp", 400*time.Millisecond, roundRobin("10.96.1.10:53")),
-		newStream("pod cli-3 (node-3) -> cluster IP", "cli-3", "tcp", 200*time.Millisecond, roundRobin("10.96.1.10:80")),
-		newStream("pod cli-3 (node-3) -> cluster IP", "cli-3", "udp", 400*time.Millisecond, roundRobin("10.96.1.10:53")),
+		newStream("outside -> node ports", outsideNS, "tcp", 200*time.Millisecond, roundRobin(tcp...)),
+		newStream("outside -> node ports", outsideNS, "udp", 400*time.Millisecond, roundRobin(udp...)),
+		newStream("pod cli-1 (node-1) -> cluster IP", "cli-1", "tcp", 400*time.Millisecond, roundRobin("10.96.1.10:80")),
+		newStream("pod cli-1 (node-1) -> cluster IP", "cli-1", "udp", 800*time.Millisecond, roundRobin("10.96.1.10:53")),
+		newStream("pod cli-3 (node-3) -> cluster IP", "cli-3", "tcp", 400*time.Millisecond, roundRobin("10.96.1.10:80")),
+		newStream("pod cli-3 (node-3) -> cluster IP", "cli-3", "udp", 800*time.Millisecond, roundRobin("10.96.1.10:53")),
 	}
 }
 
@@ -122,12 +122,12 @@ func testMigration(ctx context.Context, t *testing.T, c *cluster) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := inNS(n.name, agentBin, "cleanup", "--kube-proxy-only")
+		out, err := inNS(n.name, agentBin, "cleanup", "--kube-proxy-only", "--log-level", "error")
 		if err != nil {
 			t.Fatalf("%s: cleanup --kube-proxy-only: %v", n.name, err)
 		}
-		sc.notes = append(sc.notes, fmt.Sprintf("%s: kube-proxy stopped, kube-ipvs first sync %v ops (adopting), kube-proxy leftovers removed %s; %.1f s%s",
-			n.name, first["ops"], time.Now().Format("15:04:05"), time.Since(start).Seconds(), strings.TrimSpace(out)))
+		sc.notes = append(sc.notes, fmt.Sprintf("%s: %s kube-proxy stopped; kube-ipvs' first sync %v ops (%s); %s kube-proxy's leftovers removed%s",
+			n.name, start.Format("15:04:05.0"), first["ops"], n.proc.appliedKinds(), time.Now().Format("15:04:05.0"), strings.TrimSpace(out)))
 		time.Sleep(2 * time.Second) // load on the migrated node before the next
 	}
 	sc.results = load.stop()

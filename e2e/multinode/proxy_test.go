@@ -312,3 +312,23 @@ func (n *node) exited() error {
 		return nil
 	}
 }
+
+// appliedKinds summarizes the operations the agent applied up to its first
+// full sync, by kind: "ipset add=20 -a=3".
+func (p *proc) appliedKinds() string {
+	kinds := map[string]int{}
+	for _, e := range p.entries() {
+		if full, _ := e["full"].(bool); e.msg() == "synced" && full {
+			break
+		}
+		if op, ok := e["op"].(string); ok && e.msg() == "applied" {
+			f := strings.Fields(op)
+			k := f[0]
+			if len(f) > 1 && (k == "ipset" || k == "ip" || k == "iptables-restore") {
+				k += " " + f[1]
+			}
+			kinds[k]++
+		}
+	}
+	return counts(kinds)
+}

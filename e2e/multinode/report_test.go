@@ -100,6 +100,10 @@ func (r *report) print(w io.Writer, took time.Duration) {
 		for _, res := range s.results {
 			fmt.Fprintf(w, "  %-34s %-3s requests %5d  failures %3d  longest gap %6.2f s  backends %s\n",
 				res.Name, res.Network, res.Requests, res.Failures, res.Longest.Seconds(), counts(res.Backends))
+			if res.Failures > 0 {
+				fmt.Fprintf(w, "      failures %s to %s by target: %s\n", res.FirstFail.Format("15:04:05.0"),
+					res.LastFail.Format("15:04:05.0"), counts(res.FailedAt))
+			}
 			for _, e := range res.Errors {
 				fmt.Fprintf(w, "      error: %s\n", e)
 			}

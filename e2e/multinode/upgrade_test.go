@@ -115,7 +115,7 @@ func testBackToKubeProxy(ctx context.Context, t *testing.T, c *cluster) {
 	}); err != nil {
 		t.Fatalf("kube-proxy's first sync on node-1: %v", err)
 	}
-	out, err := inNS(n.name, agentBin, "cleanup", "--shim-only")
+	out, err := inNS(n.name, agentBin, "cleanup", "--shim-only", "--log-level", "error")
 	if err != nil {
 		t.Fatalf("cleanup --shim-only: %v", err)
 	}
