@@ -178,7 +178,8 @@ func sliceFor(s svcSpec, pods []*pod, svc *corev1.Service) *discoveryv1.Endpoint
 		if p.app != s.app {
 			continue
 		}
-		ready, serving, term := p.ready && !p.terminating, p.ready, p.terminating
+		// A terminating pod still runs and serves until it is gone.
+		ready, serving, term := p.ready && !p.terminating, p.ready || p.terminating, p.terminating
 		node, zone := p.node.name, p.node.zone
 		ep := discoveryv1.Endpoint{
 			Addresses:  []string{p.addr},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -131,7 +132,12 @@ func (s *stream) one(ctx context.Context, target string) {
 	}
 	s.lastOK = now
 	s.backends[a.backend]++
-	s.peers[a.peer]++
+	// The peer's address only: its port differs per connection.
+	host, _, err := net.SplitHostPort(a.peer)
+	if err != nil {
+		host = a.peer
+	}
+	s.peers[host]++
 }
 
 // stop ends the stream and waits for its requests in flight.
