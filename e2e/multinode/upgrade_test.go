@@ -18,7 +18,19 @@ import (
 func testRollingUpgrade(ctx context.Context, t *testing.T, c *cluster) {
 	sc := &scenario{name: "rolling upgrade: each agent restarted in turn (SIGTERM, new binary, start)"}
 	c.rep.add(sc)
-	if err := c.waitTables("web programmed", hasWeb); err != nil {
+	// Start from a settled table: real servers the previous phase removed
+	// drain at weight 0 for up to --drain-timeout, and their end during a
+	// restart would be a change the restart did not make.
+	if err := c.waitTables("web programmed, nothing draining", func(n *node, tb Table) bool {
+		for _, reals := range tb {
+			for _, w := range reals {
+				if w == 0 {
+					return false
+				}
+			}
+		}
+		return hasWeb(n, tb)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]Table{}
