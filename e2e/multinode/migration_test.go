@@ -95,15 +95,9 @@ func testMigration(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	// kube-proxy's state on node 1, for the way back.
-	if _, err := waitFor(settle, func() (bool, string) {
-		out, err := inNS("node-1", "ipset", "list", "KUBE-CLUSTER-IP")
-		return err == nil && strings.Contains(out, "10.96.1.10,tcp:80"), out
-	}); err != nil {
-		t.Fatalf("kube-proxy's sets on node-1: %v", err)
-	}
 	var err error
-	if c.kubeProxyState, err = readState(c.node(1)); err != nil {
-		t.Fatal(err)
+	if c.kubeProxyState, err = kubeProxySettled(c.node(1)); err != nil {
+		t.Fatalf("kube-proxy's state on node-1: %v", err)
 	}
 	sc := &scenario{name: "migration: kube-proxy -> kube-ipvs, node by node (nodes 1-3; node-4 ran the image's agent throughout)"}
 	c.rep.add(sc)

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // nodeState is what a proxy leaves in a node's kernel, normalized so two
@@ -126,4 +127,41 @@ func kubeProxyLeftovers(st nodeState) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// kubeProxySettled reads a kube-proxy node's state once kube-proxy has
+// written all of it: its IPv4 and IPv6 rules are in place and two reads 3 s
+// apart agree (it writes sets, then rules, per family, one sync each).
+func kubeProxySettled(n *node) (nodeState, error) {
+	var st nodeState
+	_, err := waitFor(settle, func() (bool, string) {
+		a, err := readState(n)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !contains(a["iptables-save"], "-A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT") ||
+			!contains(a["ip6tables-save"], ":KUBE-SERVICES - [0:0]") {
+			return false, "kube-proxy's rules not written yet"
+		}
+		time.Sleep(3 * time.Second)
+		b, err := readState(n)
+		if err != nil {
+			return false, err.Error()
+		}
+		if d := diffState("first read", a, "second read", b); d != "" {
+			return false, d
+		}
+		st = b
+		return true, ""
+	})
+	return st, err
+}
+
+func contains(lines []string, l string) bool {
+	for _, x := range lines {
+		if x == l {
+			return true
+		}
+	}
+	return false
 }

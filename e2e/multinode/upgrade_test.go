@@ -3,6 +3,7 @@ package multinode
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,21 +137,21 @@ func testBackToKubeProxy(ctx context.Context, t *testing.T, c *cluster) {
 	sc.results = load.stop()
 	requireNoFailures(t, sc.results, false)
 	sc.tables = c.tablesOf(webVIP)
-	st, err := readState(n)
+	st, err := kubeProxySettled(n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := diffState("node-1 now", st, "node-1 under kube-proxy at the start", c.kubeProxyState); d != "" {
 		t.Errorf("node-1 back on kube-proxy differs from its state under kube-proxy at the start:\n%s", d)
 	}
-	for _, sec := range st["iptables-save"] {
-		if strings.Contains(sec, "KUBE-IPVS-") {
-			t.Errorf("node-1: kube-ipvs leftover: %s", sec)
-		}
-	}
-	for _, s := range st["ipset list -n"] {
-		if strings.HasPrefix(s, "KUBE-IPVS") {
-			t.Errorf("node-1: kube-ipvs leftover set %s", s)
+	// kube-ipvs' names; kube-proxy's own KUBE-IPVS-FILTER, -OUT-FILTER and
+	// -IPS are not among them.
+	ours := regexp.MustCompile(`KUBE-IPVS6?-(SERVICES|POSTROUTING|MARK-MASQ|FIREWALL|SOURCE-RANGES|FORWARD|CLUSTER-IP|EXTERNAL|LOOP-BACK|NO-ENDPOINTS|VIPS|FRONTENDS|LOCAL|HEALTH)`)
+	for _, sec := range []string{"iptables-save", "ip6tables-save", "ipset list -n"} {
+		for _, l := range st[sec] {
+			if ours.MatchString(l) {
+				t.Errorf("node-1: kube-ipvs leftover in %s: %s", sec, l)
+			}
 		}
 	}
 	sc.notes = append(sc.notes, "node-1 compared with its own state under kube-proxy before the migration: iptables-save, ip6tables-save, ipset list -n, virtual servers, kube-ipvs0 addresses")
