@@ -51,6 +51,14 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		log.Info("wrote configuration", zap.String("file", o.writeConfigTo))
 		return 0
 	}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			log.Error("start the CPU profile", zap.Error(err))
+			return 1
+		}
+		defer stop()
+	}
 	if err := agent(ctx, o.Config, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1

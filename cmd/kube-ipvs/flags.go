@@ -19,6 +19,7 @@ import (
 type files struct {
 	config        string // --config: a KubeProxyConfiguration
 	writeConfigTo string // --write-config-to: write the effective one and exit
+	cpuProfile    string // --cpu-profile: hidden, for measuring the agent's own work
 }
 
 // agentFlags binds the agent's flags onto c, with kube-proxy's names
@@ -27,6 +28,9 @@ type files struct {
 func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.StringVar(&f.config, "config", "", "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1), as kubeadm writes it; flags given explicitly override it")
 	fs.StringVar(&f.writeConfigTo, "write-config-to", "", "write the effective configuration as a KubeProxyConfiguration to this file and exit")
+	// Hidden: a measuring aid (issue 12's cold-start profile), not a setting.
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file")
+	_ = fs.MarkHidden("cpu-profile")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" (or empty) is accepted`)
 	clientFlags(fs, c)
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# coldstart-vm.sh: measure the cold path on a real IPVS kernel, in a
+# throwaway VM (scripts/vm/run.sh), without an API server (issue 12 item 2):
+# for each N, a manifest file of N ClusterIP Services × 10 endpoints, the
+# kernel cleaned, then `kube-ipvs agent --manifests DIR --once` timed (wall,
+# user and system CPU, peak RSS, operations). Not part of `make test`.
+#
+#   scripts/coldstart-vm.sh [N ...]        (default: 1000 5000)
+#
+# Settings (environment): COLDSTART_PROFILE=1 writes a Go CPU profile per N
+# to bin/coldstart-N.pprof (read with `go tool pprof -top bin/kube-ipvs.coldstart
+# bin/coldstart-N.pprof`); COLDSTART_VIPS=1 also times binding N addresses on
+# a dummy link against N local routes (the two ways to make VIPs local),
+# a thousand at a time, with iproute2's `ip -batch`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ns=("$@")
+[ ${#ns[@]} -gt 0 ] || ns=(1000 5000)
+mkdir -p "$root/bin"
+
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/kube-ipvs" ./cmd/kube-ipvs)
+cp "$work/kube-ipvs" "$root/bin/kube-ipvs.coldstart"
+
+cat >"$work/guest.sh" <<'GUEST'
+set -u
+NODE=node-a
+M=/tmp/manifests
+# manifests N: N Services, each ClusterIP 10.96.A.B:80 with ten ready
+# endpoints 10.(128+j).A.B:8080, a thousand to a file (a manifest file may
+# hold 8 MiB).
+manifests() {
+  rm -rf $M; mkdir -p $M
+  printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s}\nstatus:\n  addresses:\n    - {type: InternalIP, address: 192.168.122.10}\n' $NODE >$M/node.yaml
+  awk -v n="$1" -v node=$NODE 'BEGIN {
+    for (i = 0; i < n; i++) {
+      if (i % 1000 == 0) { if (f != "") close(f); f = "/tmp/manifests/services-" int(i / 1000) ".yaml" }
+      a = int(i / 250); b = i % 250 + 1
+      print "---\napiVersion: v1\nkind: Service\nmetadata: {name: s" i ", namespace: default}\nspec:" > f
+      print "  clusterIP: 10.96." a "." b "\n  ports:\n  - {name: http, protocol: TCP, port: 80, targetPort: 8080}" > f
+      print "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice" > f
+      print "metadata:\n  name: s" i "-1\n  namespace: default\n  labels: {kubernetes.io/service-name: s" i "}" > f
+      print "addressType: IPv4\nports:\n- {name: http, protocol: TCP, port: 8080}\nendpoints:" > f
+      for (j = 0; j < 10; j++)
+        print "- {addresses: [10." 128 + j "." a "." b "], conditions: {ready: true}, nodeName: " node "}" > f
+    }
+    close(f)
+  }'
+}
+clean() {
+  kube-ipvs cleanup --kube-proxy >/dev/null 2>&1
+  ipvsadm -C; iproute2-ip link del kube-ipvs0 2>/dev/null
+}
+for n in $COLDSTART_NS; do
+  clean
+  manifests "$n"
+  prof=""
+  [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof"
+  time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
+    >/tmp/agent.log 2>&1
+  rc=$?
+  vs=$(grep -c '^TCP' /proc/net/ip_vs)
+  rs=$(grep -c -- '->' /proc/net/ip_vs)
+  addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
+  ops=$(grep -o '"ops":[0-9]*' /tmp/agent.log | tail -1 | cut -d: -f2)
+  wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' /tmp/time.log)
+  user=$(sed -n 's/.*User time (seconds): //p' /tmp/time.log)
+  sys=$(sed -n 's/.*System time (seconds): //p' /tmp/time.log)
+  rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
+  echo "coldstart: n=$n rc=$rc ops=$ops wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs"
+  [ $rc -eq 0 ] || tail -5 /tmp/agent.log
+  if [ -n "$prof" ]; then
+    echo "coldstart-profile-begin $n"; base64 /tmp/cpu-$n.pprof; echo "coldstart-profile-end $n"
+  fi
+done
+
+# VIPs: N addresses on a dummy link, then N local routes on it (the
+# alternative), a thousand per `ip -batch`, each step timed.
+if [ "${COLDSTART_VIPS:-0}" = 1 ]; then
+  max=0; for n in $COLDSTART_NS; do [ "$n" -gt $max ] && max=$n; done
+  clean
+  iproute2-ip link add vipbench type dummy; iproute2-ip link set vipbench up
+  batch() { # kind from to: the ip -batch lines for addresses from..to-1
+    awk -v k="$1" -v s="$2" -v e="$3" 'BEGIN { for (i = s; i < e; i++) {
+      a = "10.96." int(i / 250) "." (i % 250 + 1)
+      a6 = "fd00::" sprintf("%x", i + 1)
+      if (k == "addr") print "addr add " a "/32 dev vipbench"
+      else if (k == "route") print "route add local " a " dev vipbench table local"
+      else if (k == "addr6") print "addr add " a6 "/128 dev vipbench nodad"
+      else print "route add local " a6 " dev vipbench table local" } }' >/tmp/b.txt
+  }
+  for kind in addr route addr6 route6; do
+    i=0
+    while [ $i -lt $max ]; do
+      batch $kind $i $((i + 1000))
+      t0=$(awk '{print $1}' /proc/uptime)
+      fam=-4; case $kind in *6) fam=-6 ;; esac
+      iproute2-ip $fam -batch /tmp/b.txt || echo "coldstart: vips $kind batch at $i failed"
+      t1=$(awk '{print $1}' /proc/uptime)
+      i=$((i + 1000))
+      echo "coldstart: vips kind=$kind upto=$i seconds=$(awk -v a=$t0 -v b=$t1 'BEGIN{printf "%.2f", b - a}')"
+    done
+    iproute2-ip link del vipbench; iproute2-ip link add vipbench type dummy; iproute2-ip link set vipbench up
+  done
+fi
+GUEST
+
+log="$work/console.log"
+KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 \
+  --add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" --add "$work/guest.sh:/guest.sh" \
+  --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" \
+  --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" \
+  -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
+for n in "${ns[@]}"; do
+  if grep -q "^coldstart-profile-begin $n\$" "$log"; then
+    sed -n "/^coldstart-profile-begin $n\$/,/^coldstart-profile-end $n\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$n.pprof"
+    echo "coldstart-vm: profile of N=$n in bin/coldstart-$n.pprof"
+  fi
+done
+grep '^coldstart:' "$log" >"$root/bin/coldstart.txt" || true
