@@ -57,6 +57,20 @@ func (k *stuckKernel) AddReal(ctx context.Context, vs model.VSKey, rs model.Real
 	return k.Fake.AddReal(ctx, vs, rs)
 }
 
+// Apply sends a batch's real servers through AddReal, where a sync can
+// stick; the rest as the fake does.
+func (k *stuckKernel) Apply(ctx context.Context, changes []dataplane.Change) []error {
+	errs := make([]error, len(changes))
+	for i, c := range changes {
+		if c.Kind == dataplane.ChangeAddReal {
+			errs[i] = k.AddReal(ctx, c.VS.Key, c.RS)
+			continue
+		}
+		errs[i] = k.Fake.Apply(ctx, changes[i:i+1])[0]
+	}
+	return errs
+}
+
 func webSlice(addrs ...string) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},

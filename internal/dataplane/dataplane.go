@@ -10,6 +10,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -29,6 +30,9 @@ var (
 	ErrNotExist = errors.New("does not exist")
 	// ErrUnsupported: the kernel lacks IPVS or a scheduler module.
 	ErrUnsupported = errors.New("not supported by this kernel")
+	// ErrNotTried: Apply did not send the change, because its context
+	// ended first (the error wraps the context's too).
+	ErrNotTried = errors.New("not tried")
 )
 
 // RestoreError is a failed iptables-restore of the netfilter shim's rules
@@ -70,6 +74,7 @@ type Dataplane interface {
 	Link
 	Netfilter
 	Conntrack
+	Batch
 
 	// Observe dumps the whole table, the link's addresses and the shim's set
 	// members. An error means the read is doubtful and must not be used to
@@ -145,4 +150,59 @@ type Conntrack interface {
 	// endpoint would otherwise keep its clients from ever reaching the first
 	// one (kube-proxy clears them for the same reason).
 	FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error)
+}
+
+// ChangeKind is what a Change does; each kind is one of the single-change
+// methods above.
+type ChangeKind uint8
+
+const (
+	ChangeAddService     ChangeKind = iota + 1 // IPVS.AddService(VS)
+	ChangeUpdateService                        // IPVS.UpdateService(VS)
+	ChangeDeleteService                        // IPVS.DeleteService(VS.Key)
+	ChangeAddReal                              // IPVS.AddReal(VS.Key, RS)
+	ChangeUpdateReal                           // IPVS.UpdateReal(VS.Key, RS)
+	ChangeDeleteReal                           // IPVS.DeleteReal(VS.Key, RS.Addr)
+	ChangeAddAddr                              // Link.AddAddr(Addr)
+	ChangeDeleteAddr                           // Link.DeleteAddr(Addr)
+	ChangeAddSetEntry                          // Netfilter.AddSetEntry(Entry)
+	ChangeDeleteSetEntry                       // Netfilter.DeleteSetEntry(Entry)
+)
+
+var changeKindNames = [...]string{"", "add-service", "update-service", "delete-service", "add-real", "update-real",
+	"delete-real", "add-addr", "delete-addr", "add-set-entry", "delete-set-entry"}
+
+func (k ChangeKind) String() string {
+	if int(k) < len(changeKindNames) && k != 0 {
+		return changeKindNames[k]
+	}
+	return fmt.Sprintf("change(%d)", int(k))
+}
+
+// Change is one write to the kernel, as its single method would make it:
+// only the fields its kind names are read.
+type Change struct {
+	Kind  ChangeKind
+	VS    model.VirtualServer
+	RS    model.RealServer
+	Addr  netip.Addr
+	Entry model.SetEntry
+}
+
+// Batch applies many changes at once (issue 12: at start the agent makes
+// hundreds of thousands; one kernel round trip each was most of the cold
+// start). Apply makes changes[i] as its single method would, in order, and
+// returns one error per change: nil when made, else the error that method
+// would have returned (ErrExist, ErrNotExist, ...). A failure does not stop
+// the changes after it. Once ctx ends, the changes not yet sent fail with
+// ErrNotTried and ctx's error; a change whose outcome could not be learnt
+// fails with another error (it may have been made: only a fresh Observe
+// tells).
+type Batch interface {
+	Apply(ctx context.Context, changes []Change) []error
+}
+
+// NotTried is the error of a change Apply did not send because ctx ended.
+func NotTried(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrNotTried, context.Cause(ctx))
 }

@@ -18,8 +18,15 @@ import (
 // observed cache. A failed operation does not stop the others (one
 // Service's kernel error must not cost the rest theirs); what failed is
 // returned in an outcome, whose err() says whether the sync as a whole
-// failed. Cancellation stops it between operations: a SIGTERM during a
-// sync of thousands of operations must not try them all.
+// failed. Cancellation stops it between batches: a SIGTERM during a sync
+// of thousands of operations must not try them all.
+//
+// Operations go to the kernel in batches (dataplane.Batch): runs of one
+// kind (and, for set members, one set), up to maxBatch, so that a cold
+// start costs a few thousand round trips, not hundreds of thousands
+// (issue 12). What one operation's failure holds back (below) is always of
+// another kind or set, so it is decided once the batch it depends on is
+// back: a batch is sent before the next operation is looked at.
 //
 // Three failures hold back later operations. A VIP whose virtual server
 // could not be created is not bound (a bound VIP always has its virtual
@@ -36,90 +43,33 @@ import (
 // virtual server someone else made between our read and our create is not
 // claimed: its record is withdrawn and no member naming it is added.
 func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
-	var out outcome
-	held := map[netip.Addr]bool{} // addresses whose bind/unbind must wait
-	// frontends whose virtual server could not be deleted keep their set
-	// members: they are what still marks the server as ours.
-	kept := map[netip.Addr]bool{}
-	missing := map[model.VSKey]bool{} // virtual servers that could not be created
-	unrecorded, taken := map[model.VSKey]bool{}, map[model.VSKey]bool{}
-	var udpGone, udpFirst []netip.AddrPort
-	for i, op := range ops {
-		if err := ctx.Err(); err != nil {
-			out.stopped(len(ops)-i, len(ops), context.Cause(ctx))
+	a := newApplier(r)
+	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
+	for i := 0; i <= len(ops); i++ {
+		if len(batch) > 0 && (i == len(ops) || !sameBatch(batch[0], ops[i]) || len(batch) == maxBatch) {
+			if n := a.send(ctx, batch); n > 0 {
+				a.out.stopped(n+len(ops)-i, len(ops), context.Cause(ctx))
+				break
+			}
+			batch = batch[:0]
+		}
+		if i == len(ops) {
 			break
 		}
-		if (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && held[op.Addr] {
-			continue
+		if ctx.Err() != nil {
+			a.out.stopped(len(ops)-i, len(ops), context.Cause(ctx))
+			break
 		}
-		// A VIPs member follows its address's bind: held with it.
-		if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && held[op.Entry.Addr] {
-			continue
+		if !a.held(ops[i]) {
+			batch = append(batch, ops[i])
 		}
-		if (op.Kind == plan.AddService || op.Kind == plan.AddReal) && unrecorded[op.VS.Key] {
-			// Not made, as if its create had failed: no VIP, no reals, no
-			// members naming it.
-			held[op.VS.Key.Addr] = true
-			missing[op.VS.Key] = true
-			continue
-		}
-		if op.Kind == plan.DeleteSetEntry && kept[op.Entry.Addr] {
-			continue
-		}
-		if (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && missing[op.VS.Key] {
-			continue
-		}
-		if k, ok := plan.FrontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (missing[k] || taken[k]) {
-			continue
-		}
-		e := applyOp(ctx, r.opt.Dataplane, op)
-		r.metrics.m.Op(op.Kind.String(), e)
-		out.attempted++
-		if e != nil {
-			name, owned := r.serviceOf(op)
-			out.fail(op, e, name, owned)
-			r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
-			if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
-				held[op.VS.Key.Addr] = true
-			}
-			if op.Kind == plan.AddService {
-				missing[op.VS.Key] = true
-			}
-			if op.Kind == plan.DeleteService {
-				kept[op.VS.Key.Addr] = true
-			}
-			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
-				held[op.Entry.Addr] = true
-			}
-			if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
-				k, _ := plan.FrontendOf(op.Entry)
-				unrecorded[k] = true
-			}
-			if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
-				taken[op.VS.Key] = true
-				r.withdrawRecord(ctx, op.VS.Key)
-			}
-			continue
-		}
-		r.log.Debug("applied", zap.Stringer("op", op))
-		switch op.Kind {
-		case plan.AddService:
-			r.made[op.VS.Key] = struct{}{}
-		case plan.DeleteService:
-			delete(r.made, op.VS.Key)
-		}
-		r.conntrackTodo(op, &udpGone)
-		if firstEndpoint(op) {
-			udpFirst = append(udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
-		}
-		op.ApplyTo(&r.observed)
 	}
 	// Cancelled: the flushes would only fail; the entries expire on their
 	// own, and the next agent's sync finds nothing left to flush for.
 	if ctx.Err() == nil {
-		r.reconcileConntrack(ctx, udpGone, udpFirst)
+		r.reconcileConntrack(ctx, a.udpGone, a.udpFirst)
 	}
-	return out
+	return a.out
 }
 
 // reconcileConntrack deletes the stale UDP conntrack entries an apply left:
@@ -147,6 +97,137 @@ func ofFamily(addrs []netip.AddrPort, v6 bool) []netip.AddrPort {
 		}
 	}
 	return out
+}
+
+// maxBatch bounds the operations of one Apply: the linux dataplane sends
+// them a window at a time anyway; this bounds what one call holds.
+const maxBatch = 1024
+
+// sameBatch tells whether b may go in the batch that a opened.
+func sameBatch(a, b plan.Op) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	return (a.Kind != plan.AddSetEntry && a.Kind != plan.DeleteSetEntry) || a.Entry.Set == b.Entry.Set
+}
+
+// applier is one apply's bookkeeping of what failed and what that holds back.
+type applier struct {
+	r   *Reconciler
+	out outcome
+	// addresses whose bind/unbind must wait
+	holdAddr map[netip.Addr]bool
+	// frontends whose virtual server could not be deleted keep their set
+	// members: they are what still marks the server as ours.
+	kept map[netip.Addr]bool
+	// virtual servers that could not be created, whose record could not be
+	// written, or that turned out to be someone else's
+	missing, unrecorded, taken map[model.VSKey]bool
+	udpGone, udpFirst          []netip.AddrPort
+	changes                    []dataplane.Change
+}
+
+func newApplier(r *Reconciler) *applier {
+	return &applier{r: r, holdAddr: map[netip.Addr]bool{}, kept: map[netip.Addr]bool{},
+		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{}}
+}
+
+// held tells whether an earlier failure holds op back (see apply). An
+// unrecorded frontend's server and reals count as not made.
+func (a *applier) held(op plan.Op) bool {
+	switch {
+	case (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && a.holdAddr[op.Addr]:
+		return true
+	case op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr]:
+		// A VIPs member follows its address's bind: held with it.
+		return true
+	case (op.Kind == plan.AddService || op.Kind == plan.AddReal) && a.unrecorded[op.VS.Key]:
+		// Not made, as if its create had failed: no VIP, no reals, no
+		// members naming it.
+		a.holdAddr[op.VS.Key.Addr] = true
+		a.missing[op.VS.Key] = true
+		return true
+	case op.Kind == plan.DeleteSetEntry && a.kept[op.Entry.Addr]:
+		return true
+	case (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && a.missing[op.VS.Key]:
+		return true
+	}
+	if k, ok := plan.FrontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
+		return true
+	}
+	return false
+}
+
+// send applies a batch and records each operation's result. It returns how
+// many were not tried because ctx ended (then apply stops).
+func (a *applier) send(ctx context.Context, batch []plan.Op) int {
+	a.changes = a.changes[:0]
+	for _, op := range batch {
+		a.changes = append(a.changes, changeOf(op))
+	}
+	errs := a.r.opt.Dataplane.Apply(ctx, a.changes)
+	notTried := 0
+	for i, op := range batch {
+		if errors.Is(errs[i], dataplane.ErrNotTried) {
+			notTried++
+			continue
+		}
+		a.record(ctx, op, errs[i])
+	}
+	return notTried
+}
+
+// record notes one applied operation: the observed cache on success, what
+// its failure holds back otherwise.
+func (a *applier) record(ctx context.Context, op plan.Op, e error) {
+	r := a.r
+	r.metrics.m.Op(op.Kind.String(), e)
+	a.out.attempted++
+	if e != nil {
+		name, owned := r.serviceOf(op)
+		a.out.fail(op, e, name, owned)
+		r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
+		a.failed(ctx, op, e)
+		return
+	}
+	if r.log.Core().Enabled(zap.DebugLevel) {
+		r.log.Debug("applied", zap.Stringer("op", op))
+	}
+	switch op.Kind {
+	case plan.AddService:
+		r.made[op.VS.Key] = struct{}{}
+	case plan.DeleteService:
+		delete(r.made, op.VS.Key)
+	}
+	r.conntrackTodo(op, &a.udpGone)
+	if firstEndpoint(op) {
+		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
+	}
+	op.ApplyTo(&r.observed)
+}
+
+// failed notes what a failed operation holds back.
+func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
+	if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
+		a.holdAddr[op.VS.Key.Addr] = true
+	}
+	if op.Kind == plan.AddService {
+		a.missing[op.VS.Key] = true
+	}
+	if op.Kind == plan.DeleteService {
+		a.kept[op.VS.Key.Addr] = true
+	}
+	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
+		a.holdAddr[op.Entry.Addr] = true
+	}
+	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
+		k, _ := plan.FrontendOf(op.Entry)
+		a.unrecorded[k] = true
+	}
+	if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
+		a.taken[op.VS.Key] = true
+		a.r.withdrawRecord(ctx, op.VS.Key)
+	}
 }
 
 // withdrawRecord removes the ownership record of a virtual server that
@@ -248,6 +329,34 @@ func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPo
 		r.log.Debug("deleted conntrack entries", zap.Stringer("vs", dst), zap.Int("entries", n))
 	}
 	return total
+}
+
+// changeOf is an operation as the dataplane takes it.
+func changeOf(op plan.Op) dataplane.Change {
+	c := dataplane.Change{VS: op.VS, RS: op.RS, Addr: op.Addr, Entry: op.Entry}
+	switch op.Kind {
+	case plan.AddService:
+		c.Kind = dataplane.ChangeAddService
+	case plan.UpdateService:
+		c.Kind = dataplane.ChangeUpdateService
+	case plan.AddReal:
+		c.Kind = dataplane.ChangeAddReal
+	case plan.UpdateReal:
+		c.Kind = dataplane.ChangeUpdateReal
+	case plan.DeleteReal:
+		c.Kind = dataplane.ChangeDeleteReal
+	case plan.DeleteService:
+		c.Kind = dataplane.ChangeDeleteService
+	case plan.BindAddr:
+		c.Kind = dataplane.ChangeAddAddr
+	case plan.UnbindAddr:
+		c.Kind = dataplane.ChangeDeleteAddr
+	case plan.AddSetEntry:
+		c.Kind = dataplane.ChangeAddSetEntry
+	case plan.DeleteSetEntry:
+		c.Kind = dataplane.ChangeDeleteSetEntry
+	}
+	return c
 }
 
 // applyOp sends one operation to the dataplane.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newDP Factory) {
 		{"Link", linkTests},
 		{"Conntrack", conntrackTests},
 		{"Observe", observeTests},
+		{"Batch", batchTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { runTests(t, g.tests, newDP) })

@@ -65,6 +65,8 @@ type Dataplane struct {
 	sysModule string
 	strict    bool
 	tuning    dataplane.ConntrackTuning
+	// ipvsFamily is the IPVS generic netlink family's id, for batches.
+	ipvsFamily uint16
 
 	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
 	calls *calls[*handles]
@@ -81,6 +83,21 @@ type handles struct {
 	ct   flowTable // dialled on first use, by dialCT
 	// dialCT opens the conntrack socket (a seam for tests).
 	dialCT func() (flowTable, error)
+	// genl and rt carry batches (Apply) to IPVS and rtnetlink; opened on
+	// first use.
+	genl, rt *batchSocket
+}
+
+// batchSocket returns *s, opening it first if needed.
+func (h *handles) batchSocket(s **batchSocket, proto int, timeout time.Duration) (*batchSocket, error) {
+	if *s == nil {
+		bs, err := openBatchSocket(proto, timeout)
+		if err != nil {
+			return nil, err
+		}
+		*s = bs
+	}
+	return *s, nil
 }
 
 func (h *handles) close() {
@@ -93,6 +110,8 @@ func (h *handles) close() {
 	if h.ct != nil {
 		_ = h.ct.Close()
 	}
+	h.genl.close()
+	h.rt.close()
 }
 
 // New checks that the kernel has IPVS and opens the netlink sockets.
@@ -125,9 +144,11 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend, CallTimeout: d.timeout})
 	d.calls = newCalls(d.log, d.timeout, openHandles)
-	if err := checkIPVS(d.timeout); err != nil {
+	fam, err := checkIPVS(d.timeout)
+	if err != nil {
 		return nil, err
 	}
+	d.ipvsFamily = fam
 	// Open the sockets now, so that a node that cannot fails at start.
 	if err := d.do(context.Background(), "open netlink sockets", func(*handles) error { return nil }); err != nil {
 		return nil, err
@@ -139,15 +160,15 @@ func New(opts Options) (*Dataplane, error) {
 // kernel load ip_vs if it is a module, so a node where nobody ran modprobe
 // still works; only a kernel built without IPVS fails. moby/ipvs cannot be
 // trusted for this: without IPVS it reports success.
-func checkIPVS(timeout time.Duration) error {
+func checkIPVS(timeout time.Duration) (uint16, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_, err := bounded(ctx, func() (*netlink.GenlFamily, error) { return netlink.GenlFamilyGet("IPVS") })
+	fam, err := bounded(ctx, func() (*netlink.GenlFamily, error) { return netlink.GenlFamilyGet("IPVS") })
 	if err != nil {
-		return fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (generic netlink family IPVS: %v): %w",
+		return 0, fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (generic netlink family IPVS: %v): %w",
 			err, dataplane.ErrUnsupported)
 	}
-	return nil
+	return fam.ID, nil
 }
 
 func openHandles() (*handles, error) {

@@ -94,10 +94,17 @@ func NewShim(o ShimOptions) *Shim {
 	return s
 }
 
-// ipsetHandle is a netfilter netlink socket for ipset requests.
-type ipsetHandle struct{ *netlink.Handle }
+// ipsetHandle is a netfilter netlink socket for ipset requests, and one
+// for batches of member changes (applySets).
+type ipsetHandle struct {
+	*netlink.Handle
+	batch *batchSocket
+}
 
-func (h ipsetHandle) close() { h.Close() }
+func (h ipsetHandle) close() {
+	h.Close()
+	h.batch.close()
+}
 
 // openIPSetHandle opens one, with a socket timeout so that even a request
 // the kernel never answers ends on its own once abandoned.
@@ -110,7 +117,12 @@ func openIPSetHandle(timeout time.Duration) (ipsetHandle, error) {
 		h.Close()
 		return ipsetHandle{}, fmt.Errorf("set netfilter netlink socket timeout: %w", err)
 	}
-	return ipsetHandle{h}, nil
+	b, err := openBatchSocket(netlinkNetfilter, timeout)
+	if err != nil {
+		h.Close()
+		return ipsetHandle{}, err
+	}
+	return ipsetHandle{Handle: h, batch: b}, nil
 }
 
 // close releases the ipset sockets.

@@ -1,0 +1,161 @@
+package dataplanetest
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// batchTests are the contract of dataplane.Batch: a batch fails change by
+// change exactly as the single methods would, and does the rest.
+var batchTests = []contractTest[dataplane.Dataplane]{
+	{"EachErrorItsChange", testBatchEachErrorItsChange},
+	{"ManyWindows", testBatchManyWindows},
+	{"CanceledNotTried", testBatchCanceled},
+}
+
+// step is one change of a batch and the error it must fail with (nil: made).
+type step struct {
+	c    dataplane.Change
+	want error
+}
+
+// applySteps applies the steps as one batch and checks each error.
+func applySteps(t *testing.T, ctx context.Context, dp dataplane.Dataplane, steps []step) {
+	t.Helper()
+	changes := make([]dataplane.Change, len(steps))
+	for i, s := range steps {
+		changes[i] = s.c
+	}
+	errs := dp.Apply(ctx, changes)
+	if len(errs) != len(steps) {
+		t.Fatalf("Apply of %d changes returned %d errors", len(steps), len(errs))
+	}
+	for i, s := range steps {
+		switch {
+		case s.want == nil && errs[i] != nil:
+			t.Errorf("change %d (%s): %v, want it made", i, s.c.Kind, errs[i])
+		case s.want != nil && !errors.Is(errs[i], s.want):
+			t.Errorf("change %d (%s): got %v, want an error wrapping %q", i, s.c.Kind, errs[i], s.want)
+		}
+	}
+}
+
+func addSvc(vs model.VirtualServer) dataplane.Change {
+	return dataplane.Change{Kind: dataplane.ChangeAddService, VS: vs}
+}
+
+func realChange(kind dataplane.ChangeKind, k model.VSKey, rs model.RealServer) dataplane.Change {
+	return dataplane.Change{Kind: kind, VS: model.VirtualServer{Key: k}, RS: rs}
+}
+
+func addrChange(kind dataplane.ChangeKind, a netip.Addr) dataplane.Change {
+	return dataplane.Change{Kind: kind, Addr: a}
+}
+
+func setChange(kind dataplane.ChangeKind, e model.SetEntry) dataplane.Change {
+	return dataplane.Change{Kind: kind, Entry: e}
+}
+
+// testBatchEachErrorItsChange: one batch of every kind, in both families,
+// where some changes fail (taken, missing, a missing service's real): each
+// error is its own change's, and every other change is made.
+func testBatchEachErrorItsChange(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	must(t, "init", dp.Init(ctx))
+	must(t, "ensure shim", dp.EnsureShim(ctx, dualStack))
+	k4, k6, gone := tcp4(vip4, 80), model.NewVSKey(model.UDP, vip6, 53), tcp4(vip4b, 80)
+	wrr := rr(k4)
+	wrr.Scheduler = "wrr"
+	member := shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)
+	member6 := shim.LoopBackEntry(model.UDP, real6a)
+	missing := shim.Entry(shim.NoEndpoints, vip4b, model.TCP, 80)
+	applySteps(t, ctx, dp, []step{
+		{addSvc(rr(k4)), nil},
+		{addSvc(rr(k4)), dataplane.ErrExist},
+		{addSvc(rr(k6)), nil},
+		{dataplane.Change{Kind: dataplane.ChangeUpdateService, VS: wrr}, nil},
+		{dataplane.Change{Kind: dataplane.ChangeUpdateService, VS: rr(gone)}, dataplane.ErrNotExist},
+		{realChange(dataplane.ChangeAddReal, k4, masq(real4a, 1)), nil},
+		{realChange(dataplane.ChangeAddReal, gone, masq(real4a, 1)), dataplane.ErrNotExist},
+		{realChange(dataplane.ChangeAddReal, k4, masq(real4a, 1)), dataplane.ErrExist},
+		{realChange(dataplane.ChangeAddReal, k4, masq(real4b, 1)), nil},
+		{realChange(dataplane.ChangeAddReal, k6, masq(real6a, 1)), nil},
+		{realChange(dataplane.ChangeUpdateReal, k4, masq(real4b, 0)), nil},
+		{realChange(dataplane.ChangeUpdateReal, k4, masq(netip.MustParseAddrPort("10.244.9.9:8080"), 0)), dataplane.ErrNotExist},
+		{realChange(dataplane.ChangeDeleteReal, k4, masq(real4a, 0)), nil},
+		{realChange(dataplane.ChangeDeleteReal, k4, masq(real4a, 0)), dataplane.ErrNotExist},
+		{dataplane.Change{Kind: dataplane.ChangeDeleteService, VS: rr(gone)}, dataplane.ErrNotExist},
+		{addrChange(dataplane.ChangeAddAddr, vip4), nil},
+		{addrChange(dataplane.ChangeAddAddr, vip4), dataplane.ErrExist},
+		{addrChange(dataplane.ChangeAddAddr, vip6), nil},
+		{addrChange(dataplane.ChangeDeleteAddr, vip4b), dataplane.ErrNotExist},
+		{addrChange(dataplane.ChangeAddAddr, vip6b), nil},
+		{addrChange(dataplane.ChangeDeleteAddr, vip6b), nil},
+		{setChange(dataplane.ChangeAddSetEntry, member), nil},
+		{setChange(dataplane.ChangeAddSetEntry, member), dataplane.ErrExist},
+		{setChange(dataplane.ChangeDeleteSetEntry, missing), dataplane.ErrNotExist},
+		{setChange(dataplane.ChangeAddSetEntry, member6), nil},
+	})
+	want := stateOf([]netip.Addr{vip4, vip6}, svcOf(wrr, masq(real4b, 0)), svcOf(rr(k6), masq(real6a, 1)))
+	want.Sets[member] = struct{}{}
+	want.Sets[member6] = struct{}{}
+	wantState(t, observe(t, ctx, dp), want)
+}
+
+// testBatchManyWindows: batches longer than any one send (hundreds of
+// changes) with failures spread through them: the errors still land on
+// their own changes.
+func testBatchManyWindows(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	must(t, "init", dp.Init(ctx))
+	must(t, "ensure shim", dp.EnsureShim(ctx, dualStack))
+	k := tcp4(vip4, 80)
+	must(t, "add service", dp.AddService(ctx, rr(k)))
+	want := stateOf(nil, svcOf(rr(k)))
+	var reals, addrs, members []step
+	for i := range 700 {
+		rs := masq(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i / 250), byte(i%250 + 1)}), 8080), 1)
+		vip := netip.AddrFrom4([4]byte{10, 97, byte(i / 250), byte(i%250 + 1)})
+		m := shim.Entry(shim.ClusterIP, vip, model.TCP, 80)
+		if i%97 == 13 { // made beforehand: the batch's change fails
+			must(t, "add real", dp.AddReal(ctx, k, rs))
+			must(t, "bind", dp.AddAddr(ctx, vip))
+			must(t, "add member", dp.AddSetEntry(ctx, m))
+			reals = append(reals, step{realChange(dataplane.ChangeAddReal, k, rs), dataplane.ErrExist})
+			addrs = append(addrs, step{addrChange(dataplane.ChangeAddAddr, vip), dataplane.ErrExist})
+			members = append(members, step{setChange(dataplane.ChangeAddSetEntry, m), dataplane.ErrExist})
+		} else {
+			reals = append(reals, step{realChange(dataplane.ChangeAddReal, k, rs), nil})
+			addrs = append(addrs, step{addrChange(dataplane.ChangeAddAddr, vip), nil})
+			members = append(members, step{setChange(dataplane.ChangeAddSetEntry, m), nil})
+		}
+		want.Services[k].Reals[rs.Addr] = rs
+		want.Addrs[vip] = struct{}{}
+		want.Sets[m] = struct{}{}
+	}
+	applySteps(t, ctx, dp, append(append(reals, addrs...), members...))
+	wantState(t, observe(t, ctx, dp), want)
+}
+
+// testBatchCanceled: with its context ended, Apply sends nothing: every
+// change fails as not tried, and the kernel is unchanged.
+func testBatchCanceled(t *testing.T, dp dataplane.Dataplane) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var steps []step
+	for i := range 3 {
+		steps = append(steps, step{addSvc(rr(tcp4(vip4, uint16(80+i)))), dataplane.ErrNotTried})
+	}
+	applySteps(t, ctx, dp, steps)
+	errs := dp.Apply(ctx, []dataplane.Change{addSvc(rr(tcp4(vip4, 80)))})
+	if !errors.Is(errs[0], context.Canceled) {
+		t.Errorf("a change not tried: %v, want it to wrap context.Canceled", errs[0])
+	}
+	wantState(t, observe(t, ctxFor(t), dp), stateOf(nil))
+}
