@@ -242,6 +242,20 @@ func (m *Metrics) Op(kind string, err error) {
 	m.ops.WithLabelValues(kind, result).Inc()
 }
 
+// Ops records a batch of operations of one kind: ok succeeded, failed did
+// not (one label lookup for the batch, not one per operation).
+func (m *Metrics) Ops(kind string, ok, failed int) {
+	if m == nil {
+		return
+	}
+	if ok > 0 {
+		m.ops.WithLabelValues(kind, ResultSuccess).Add(float64(ok))
+	}
+	if failed > 0 {
+		m.ops.WithLabelValues(kind, ResultError).Add(float64(failed))
+	}
+}
+
 // ConntrackDeleted records n conntrack entries deleted.
 func (m *Metrics) ConntrackDeleted(n int) {
 	if m == nil || n <= 0 {

@@ -166,14 +166,18 @@ func (a *applier) send(ctx context.Context, batch []plan.Op) int {
 		a.changes = append(a.changes, changeOf(op))
 	}
 	errs := a.r.opt.Dataplane.Apply(ctx, a.changes)
-	notTried := 0
+	notTried, failed := 0, 0
 	for i, op := range batch {
-		if errors.Is(errs[i], dataplane.ErrNotTried) {
+		switch {
+		case errors.Is(errs[i], dataplane.ErrNotTried):
 			notTried++
 			continue
+		case errs[i] != nil:
+			failed++
 		}
 		a.record(ctx, op, errs[i])
 	}
+	a.r.metrics.m.Ops(batch[0].Kind.String(), len(batch)-notTried-failed, failed)
 	return notTried
 }
 
@@ -181,7 +185,6 @@ func (a *applier) send(ctx context.Context, batch []plan.Op) int {
 // its failure holds back otherwise.
 func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	r := a.r
-	r.metrics.m.Op(op.Kind.String(), e)
 	a.out.attempted++
 	if e != nil {
 		name, owned := r.serviceOf(op)
