@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # coldstart-vm.sh: measure the cold path on a real IPVS kernel, in a
 # throwaway VM (scripts/vm/run.sh), without an API server (issue 12 item 2):
-# for each N, a manifest file of N ClusterIP Services × 10 endpoints, the
-# kernel cleaned, then `kube-ipvs agent --manifests DIR --once` timed (wall,
-# user and system CPU, peak RSS, operations). Not part of `make test`.
+# for each N, manifests of N ClusterIP Services × 10 endpoints, the kernel
+# cleaned, then `kube-ipvs agent --manifests DIR --once` timed (wall, user
+# and system CPU, peak RSS, operations, and the sync alone, without reading
+# the files). Not part of `make test`.
 #
 #   scripts/coldstart-vm.sh [N ...]        (default: 1000 5000)
 #
@@ -65,11 +66,13 @@ for n in $COLDSTART_NS; do
   rs=$(grep -c -- '->' /proc/net/ip_vs)
   addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
   ops=$(grep -o '"ops":[0-9]*' /tmp/agent.log | tail -1 | cut -d: -f2)
+  # the sync alone (translate, plan, apply), apart from reading the files
+  took=$(grep -o '"took":[0-9.e+-]*' /tmp/agent.log | tail -1 | cut -d: -f2)
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' /tmp/time.log)
   user=$(sed -n 's/.*User time (seconds): //p' /tmp/time.log)
   sys=$(sed -n 's/.*System time (seconds): //p' /tmp/time.log)
   rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
-  echo "coldstart: n=$n rc=$rc ops=$ops wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs"
+  echo "coldstart: n=$n rc=$rc ops=$ops sync_s=$took wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs"
   [ $rc -eq 0 ] || tail -5 /tmp/agent.log
   if [ -n "$prof" ]; then
     echo "coldstart-profile-begin $n"; base64 /tmp/cpu-$n.pprof; echo "coldstart-profile-end $n"
