@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench demo vet fmt clean
+.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart demo vet fmt clean
 
 all: build
 
@@ -92,6 +92,13 @@ cluster-vm-faults:
 # quick run; scripts/bench.sh lists the settings).
 bench:
 	scripts/bench.sh
+
+# The cold path alone (issue 12 item 2): agent --manifests --once at
+# N = 1k, 5k (COLDSTART_NS to choose) Services × 10 endpoints in the VM,
+# timed; COLDSTART_PROFILE=1 adds Go CPU profiles, COLDSTART_VIPS=1 times
+# VIPs as addresses against local routes. Not part of `test`.
+coldstart:
+	scripts/coldstart-vm.sh $(COLDSTART_NS)
 
 demo:
 	scripts/demo.sh
