@@ -4,6 +4,8 @@ package linux
 
 import (
 	"context"
+	"net/netip"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -16,4 +18,28 @@ func (s *Shim) AddUnchecked(ctx context.Context, e model.SetEntry) error {
 		return err
 	}
 	return s.checkHeld(ctx, e)
+}
+
+// BindBatch binds addrs (host addresses) to the link with index ifindex as
+// Apply does, a window per send on one socket, and returns each one's
+// error: the batch path on a kernel without IPVS or dummy links.
+func BindBatch(ifindex int32, addrs []netip.Addr) ([]error, error) {
+	s, err := openBatchSocket(netlinkRoute, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	errs := make([]error, len(addrs))
+	for start := 0; start < len(addrs); start += batchWindow {
+		end := min(start+batchWindow, len(addrs))
+		var enc addrEncoder
+		reqs := make([]request, 0, end-start)
+		for _, a := range addrs[start:end] {
+			reqs = append(reqs, enc.change(ifindex, true, a))
+		}
+		if err := s.exchange(reqs, errs[start:end]); err != nil {
+			return nil, err
+		}
+	}
+	return errs, nil
 }
