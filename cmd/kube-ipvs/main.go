@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -29,6 +30,7 @@ Run "kube-ipvs COMMAND -h" for a command's flags.
 `
 
 func main() {
+	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
@@ -68,4 +70,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "kube-ipvs: unknown command %q\n\n%s", cmd, usage)
 	return 2
+}
+
+// gcPercent is the agent's GOGC unless the environment sets one. The live
+// heap is mostly long-lived (the informers' objects, the desired and
+// observed tables), so the default 100 lets the heap, and the resident
+// size with it, grow to twice that between collections: at 10,000
+// Services a hundred megabytes and more of garbage. 50 keeps the peak at
+// about 1.5 times the live heap for a little more collection work while
+// Services churn (issue 12, item 4: no more memory than kube-proxy).
+// GOMEMLIMIT is left to the operator (the runtime reads it): a soft limit
+// near the container's memory limit makes the collector work harder only
+// when memory runs short.
+const gcPercent = 50
+
+// tuneGC sets gcPercent unless GOGC is set.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }

@@ -199,8 +199,9 @@ func (p *publisher) store(st Status, node NodeStatus, drains map[dataplane.RealR
 }
 
 // server is one virtual server as it stands now, nil when it is neither
-// wanted nor in the kernel. The observed side is copied: the cache
-// changes it in place as operations are applied.
+// wanted nor in the kernel. The observed side is copied (the cache
+// changes it in place as operations are applied), unless it equals the
+// desired one.
 func (r *Reconciler) server(k model.VSKey) *Server {
 	want, wanted := r.desired.state.Services[k]
 	have, inKernel := r.observed.Services[k]
@@ -208,7 +209,12 @@ func (r *Reconciler) server(k model.VSKey) *Server {
 		return nil
 	}
 	s := &Server{Desired: want}
-	if inKernel {
+	switch {
+	case inKernel && wanted && have.Equal(want):
+		// The steady state: share the desired value (immutable) rather
+		// than keep a second copy of the table in the view.
+		s.Observed = want
+	case inKernel:
 		s.Observed = have.Clone()
 	}
 	if m, ok := r.desired.meta(k); ok && wanted {

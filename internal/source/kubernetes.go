@@ -68,14 +68,19 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 	h := handlers{store: k.Store, svcSel: svcSel, sliceSel: sliceSel, nodeName: k.NodeName}
 	regs := map[string]cache.ResourceEventHandlerRegistration{}
 	for _, in := range []struct {
-		name     string
-		informer cache.SharedIndexInformer
-		handler  cache.ResourceEventHandler
+		name      string
+		informer  cache.SharedIndexInformer
+		handler   cache.ResourceEventHandler
+		transform cache.TransformFunc
 	}{
-		{SourceServices, svcFactory.Core().V1().Services().Informer(), h.services()},
-		{SourceEndpointSlices, sliceFactory.Discovery().V1().EndpointSlices().Informer(), h.slices()},
-		{SourceNode, nodeFactory.Core().V1().Nodes().Informer(), h.node()},
+		{SourceServices, svcFactory.Core().V1().Services().Informer(), h.services(), transformService},
+		{SourceEndpointSlices, sliceFactory.Discovery().V1().EndpointSlices().Informer(), h.slices(), transformSlice},
+		{SourceNode, nodeFactory.Core().V1().Nodes().Informer(), h.node(), transformNode},
 	} {
+		// Before the informer starts: what it caches is trimmed (transform.go).
+		if err := in.informer.SetTransform(in.transform); err != nil {
+			return fmt.Errorf("set %s transform: %w", in.name, err)
+		}
 		reg, err := in.informer.AddEventHandler(in.handler)
 		if err != nil {
 			return fmt.Errorf("add %s handler: %w", in.name, err)
