@@ -77,8 +77,10 @@ func transformService(obj any) (any, error) {
 }
 
 // transformSlice trims an EndpointSlice to what translate and the store
-// read: its Service and proxy-name labels, and per endpoint its
-// addresses, conditions, node, zone, hints and the name of its pod.
+// read: its Service and proxy-name labels, the last-change trigger time
+// (kube-proxy's network programming latency is measured from it), and per
+// endpoint its addresses, conditions, node, zone, hints and the name of
+// its pod.
 func transformSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -86,7 +88,7 @@ func transformSlice(obj any) (any, error) {
 	}
 	meta(&s.ObjectMeta, func(k string) bool {
 		return k == discoveryv1.LabelServiceName || k == model.LabelServiceProxyName || k == corev1.IsHeadlessService
-	}, none)
+	}, func(k string) bool { return k == corev1.EndpointsLastChangeTriggerTime })
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
 		ep.Hostname = nil

@@ -133,7 +133,7 @@ func TestTransformsKeepWhatTranslateReads(t *testing.T) {
 			t.Fatalf("the fixture translates to nothing: %+v", before)
 		}
 		if svc.ManagedFields != nil || slice.ManagedFields != nil || node.ManagedFields != nil || len(node.Status.Images) != 0 ||
-			len(svc.Annotations) != 4 || len(svc.Labels) != 1 || len(slice.Labels) != 1 || slice.Annotations != nil ||
+			len(svc.Annotations) != 4 || len(svc.Labels) != 1 || len(slice.Labels) != 1 || len(slice.Annotations) != 1 ||
 			slice.Endpoints[0].DeprecatedTopology != nil || slice.Endpoints[0].TargetRef.UID != "" || svc.Spec.Selector != nil {
 			t.Fatalf("left in place: %+v\n%+v\n%+v", svc.ObjectMeta, slice, node.ObjectMeta)
 		}
@@ -157,6 +157,25 @@ func TestTransformKeepsTranslateAnnotations(t *testing.T) {
 		if svc.Annotations[a] != "v" {
 			t.Errorf("annotation %s dropped", a)
 		}
+	}
+}
+
+// TestTransformKeepsWhatHealthAndMetricsRead: the EndpointSlice's trigger
+// time (network programming latency) and the Node's deletion and taints
+// (/healthz's node eligibility) survive the transforms.
+func TestTransformKeepsWhatHealthAndMetricsRead(t *testing.T) {
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		corev1.EndpointsLastChangeTriggerTime: "2026-12-01T00:00:00Z", "other": "x"}}}
+	mustTransform(t, transformSlice, slice)
+	if got := slice.Annotations; len(got) != 1 || got[corev1.EndpointsLastChangeTriggerTime] == "" {
+		t.Errorf("slice annotations after the transform: %v, want only the trigger time", got)
+	}
+	now := metav1.Now()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler"}}}}
+	mustTransform(t, transformNode, node)
+	if node.DeletionTimestamp == nil || len(node.Spec.Taints) != 1 {
+		t.Errorf("node after the transform: %+v %+v", node.ObjectMeta, node.Spec)
 	}
 }
 
