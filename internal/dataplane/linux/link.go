@@ -217,9 +217,13 @@ func (d *Dataplane) writeSysctl(key, value string) error {
 	return nil
 }
 
+// dumpTries is how many times an interrupted address dump is read.
+const dumpTries = 3
+
 // listAddrs returns the VIPs on the link: every address but IPv6
 // link-local ones, which the kernel adds to any up link. A missing link
-// holds nothing. An interrupted dump is an error, never a short list.
+// holds nothing. An interrupted dump is read again; one interrupted
+// dumpTries times is an error, never a short list.
 func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
 	link, err := h.nl.LinkByName(d.linkName)
 	if isLinkNotFound(err) {
@@ -229,6 +233,11 @@ func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
 	}
 	list, err := h.nl.AddrList(link, netlink.FAMILY_ALL)
+	// A dump the kernel reports interrupted (the host's addresses changed
+	// under it, on any link) is read again a few times before it fails.
+	for try := 1; try < dumpTries && errors.Is(err, netlink.ErrDumpInterrupted); try++ {
+		list, err = h.nl.AddrList(link, netlink.FAMILY_ALL)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
 	}
