@@ -95,6 +95,13 @@ var kindInfos = [...]kindInfo{
 }
 
 // kinds lists every set kind in creation order.
+// MaxSetMembers is the maxelem every set is created with. The kernel's
+// default, 65,536, is what kube-proxy uses too; the LOOP-BACK set holds one
+// member per local endpoint and the others one per frontend, so a node of
+// a 10,000-Service cluster with 10 endpoints each needs 100,000. A hash set
+// grows as members come, so a larger bound costs nothing until it is used.
+const MaxSetMembers = 1 << 20
+
 var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints, Frontends, VIPs}
 
 func (k SetKind) info() kindInfo {

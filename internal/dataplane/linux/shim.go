@@ -297,7 +297,7 @@ func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
 			family = syscall.AF_INET6
 		}
 		err := s.ipsets.run(ctx, "create ipset", func(h ipsetHandle) error {
-			return h.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family})
+			return h.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family, MaxElements: shim.MaxSetMembers})
 		})
 		if err != nil && !isSetExists(err) {
 			errs = append(errs, fmt.Errorf("create ipset %s (%s): %w", def.Name, def.Type, err))
