@@ -202,6 +202,40 @@ type Batch interface {
 	Apply(ctx context.Context, changes []Change) []error
 }
 
+// Writer is what one change is made through: the single-change methods.
+type Writer interface {
+	IPVS
+	Link
+	Netfilter
+}
+
+// ApplyOne makes one change through its single method on w.
+func ApplyOne(ctx context.Context, w Writer, c Change) error {
+	switch c.Kind {
+	case ChangeAddService:
+		return w.AddService(ctx, c.VS)
+	case ChangeUpdateService:
+		return w.UpdateService(ctx, c.VS)
+	case ChangeDeleteService:
+		return w.DeleteService(ctx, c.VS.Key)
+	case ChangeAddReal:
+		return w.AddReal(ctx, c.VS.Key, c.RS)
+	case ChangeUpdateReal:
+		return w.UpdateReal(ctx, c.VS.Key, c.RS)
+	case ChangeDeleteReal:
+		return w.DeleteReal(ctx, c.VS.Key, c.RS.Addr)
+	case ChangeAddAddr:
+		return w.AddAddr(ctx, c.Addr)
+	case ChangeDeleteAddr:
+		return w.DeleteAddr(ctx, c.Addr)
+	case ChangeAddSetEntry:
+		return w.AddSetEntry(ctx, c.Entry)
+	case ChangeDeleteSetEntry:
+		return w.DeleteSetEntry(ctx, c.Entry)
+	}
+	return fmt.Errorf("unknown change kind %s", c.Kind)
+}
+
 // NotTried is the error of a change Apply did not send because ctx ended.
 func NotTried(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotTried, context.Cause(ctx))

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 
 	"go.uber.org/zap"
@@ -364,28 +363,5 @@ func changeOf(op plan.Op) dataplane.Change {
 
 // applyOp sends one operation to the dataplane.
 func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
-	k := op.VS.Key
-	switch op.Kind {
-	case plan.AddService:
-		return dp.AddService(ctx, op.VS)
-	case plan.UpdateService:
-		return dp.UpdateService(ctx, op.VS)
-	case plan.AddReal:
-		return dp.AddReal(ctx, k, op.RS)
-	case plan.UpdateReal:
-		return dp.UpdateReal(ctx, k, op.RS)
-	case plan.DeleteReal:
-		return dp.DeleteReal(ctx, k, op.RS.Addr)
-	case plan.DeleteService:
-		return dp.DeleteService(ctx, k)
-	case plan.BindAddr:
-		return dp.AddAddr(ctx, op.Addr)
-	case plan.UnbindAddr:
-		return dp.DeleteAddr(ctx, op.Addr)
-	case plan.AddSetEntry:
-		return dp.AddSetEntry(ctx, op.Entry)
-	case plan.DeleteSetEntry:
-		return dp.DeleteSetEntry(ctx, op.Entry)
-	}
-	return fmt.Errorf("unknown operation kind %s", op.Kind)
+	return dataplane.ApplyOne(ctx, dp, changeOf(op))
 }

@@ -2,7 +2,6 @@ package fake
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 )
@@ -20,33 +19,7 @@ func (f *Fake) Apply(ctx context.Context, changes []dataplane.Change) []error {
 			errs[i] = dataplane.NotTried(ctx)
 			continue
 		}
-		errs[i] = f.applyOne(ctx, c)
+		errs[i] = dataplane.ApplyOne(ctx, f, c)
 	}
 	return errs
-}
-
-func (f *Fake) applyOne(ctx context.Context, c dataplane.Change) error {
-	switch c.Kind {
-	case dataplane.ChangeAddService:
-		return f.AddService(ctx, c.VS)
-	case dataplane.ChangeUpdateService:
-		return f.UpdateService(ctx, c.VS)
-	case dataplane.ChangeDeleteService:
-		return f.DeleteService(ctx, c.VS.Key)
-	case dataplane.ChangeAddReal:
-		return f.AddReal(ctx, c.VS.Key, c.RS)
-	case dataplane.ChangeUpdateReal:
-		return f.UpdateReal(ctx, c.VS.Key, c.RS)
-	case dataplane.ChangeDeleteReal:
-		return f.DeleteReal(ctx, c.VS.Key, c.RS.Addr)
-	case dataplane.ChangeAddAddr:
-		return f.AddAddr(ctx, c.Addr)
-	case dataplane.ChangeDeleteAddr:
-		return f.DeleteAddr(ctx, c.Addr)
-	case dataplane.ChangeAddSetEntry:
-		return f.AddSetEntry(ctx, c.Entry)
-	case dataplane.ChangeDeleteSetEntry:
-		return f.DeleteSetEntry(ctx, c.Entry)
-	}
-	return fmt.Errorf("unknown change kind %s", c.Kind)
 }
