@@ -84,13 +84,20 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs 
 		}
 		return s.exchange(reqs, errs)
 	})
+	wordErrors(win, errs, err, ipvsChangeError)
+}
+
+// wordErrors gives every change of a window its error as its single method
+// words it: the window's own error (err: the exchange failed as a whole)
+// for all, else each change's.
+func wordErrors(win []dataplane.Change, errs []error, err error, word func(dataplane.Change, error) error) {
 	for i, c := range win {
 		e := errs[i]
 		if err != nil {
 			e = err
 		}
 		if e != nil {
-			errs[i] = ipvsChangeError(c, e)
+			errs[i] = word(c, e)
 		}
 	}
 }
@@ -132,15 +139,7 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		}
 		return s.exchange(reqs, errs)
 	})
-	for i, c := range win {
-		e := errs[i]
-		if err != nil {
-			e = err
-		}
-		if e != nil {
-			errs[i] = addrChangeError(c, d.linkName, e)
-		}
-	}
+	wordErrors(win, errs, err, func(c dataplane.Change, e error) error { return addrChangeError(c, d.linkName, e) })
 }
 
 func addrChangeError(c dataplane.Change, link string, err error) error {
