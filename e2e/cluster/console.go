@@ -5,9 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/ipvsdump"
 )
 
 // Console lines the guest scripts print (see daemonSetGuest, healthzLoop,
@@ -20,58 +21,8 @@ const (
 	healthzPrefix = "healthz-state: "
 )
 
-// Table is one `ipvsadm -Sn` snapshot: virtual server ("-t 10.96.0.1:80")
-// to its real servers ("10.244.1.2:8080") and their weights.
-type Table map[string]map[string]int
-
-// parseTable reads `ipvsadm -Sn` rules: "-A -t VIP:PORT -s rr" and
-// "-a -t VIP:PORT -r RIP:PORT -m -w 1".
-func parseTable(rules []string) Table {
-	t := Table{}
-	for _, r := range rules {
-		f := strings.Fields(r)
-		if len(f) < 3 {
-			continue
-		}
-		vs := f[1] + " " + f[2]
-		switch f[0] {
-		case "-A":
-			if t[vs] == nil {
-				t[vs] = map[string]int{}
-			}
-		case "-a":
-			if t[vs] == nil {
-				t[vs] = map[string]int{}
-			}
-			real, weight := "", 0
-			for i := 3; i+1 < len(f); i++ {
-				switch f[i] {
-				case "-r":
-					real = f[i+1]
-				case "-w":
-					fmt.Sscan(f[i+1], &weight)
-				}
-			}
-			t[vs][real] = weight
-		}
-	}
-	return t
-}
-
-// String prints the table sorted, one virtual server a line.
-func (t Table) String() string {
-	var lines []string
-	for vs, reals := range t {
-		var rs []string
-		for r, w := range reals {
-			rs = append(rs, fmt.Sprintf("%s w%d", r, w))
-		}
-		sort.Strings(rs)
-		lines = append(lines, vs+" -> ["+strings.Join(rs, ", ")+"]")
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
+// Table is one `ipvsadm -Sn` snapshot.
+type Table = ipvsdump.Table
 
 // Console follows the VM's serial console: the latest IPVS table, the
 // agent's log and every line, for the failure report.
@@ -107,7 +58,7 @@ func (c *Console) follow(r io.Reader, echo func(string)) {
 		c.grew = make(chan struct{})
 		// The snapshot may follow kernel noise on the same console line.
 		if i := strings.Index(line, snapshotPrefix); i >= 0 {
-			c.table = parseTable(strings.Split(line[i+len(snapshotPrefix):], ";"))
+			c.table = ipvsdump.Parse(strings.Split(line[i+len(snapshotPrefix):], ";"))
 			c.seen = true
 			close(c.changed)
 			c.changed = make(chan struct{})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/ipvsdump"
 )
 
 func TestParseTable(t *testing.T) {
@@ -23,7 +25,7 @@ func TestParseTable(t *testing.T) {
 			"-t 10.96.0.10:53 -> []\n-u 10.96.0.10:53 -> [10.244.0.2:53 w1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := parseTable(strings.Split(tc.rules, ";")).String(); got != tc.want {
+			if got := ipvsdump.Parse(strings.Split(tc.rules, ";")).String(); got != tc.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
 			}
 		})

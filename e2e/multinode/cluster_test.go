@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-ipvs/kube-ipvs/e2e/ipvsdump"
 )
 
 // The cluster: four nodes in two zones. Nodes 1-3 start on kube-proxy and
@@ -296,7 +298,7 @@ func (n *node) table() (Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseTable(strings.Split(out, "\n")), nil
+	return ipvsdump.Parse(strings.Split(out, "\n")), nil
 }
 
 // waitTables waits until ok holds for every listed node's table.

@@ -18,7 +18,7 @@ const (
 var webReals = []string{"10.244.1.10", "10.244.2.10", "10.244.4.10"}
 
 func hasWeb(_ *node, t Table) bool {
-	return equalReals(t.reals(webVIP), webReals, podTCPPort) && equalReals(t.reals(webUDPVIP), webReals, podUDPPort)
+	return equalReals(t.Reals(webVIP), webReals, podTCPPort) && equalReals(t.Reals(webUDPVIP), webReals, podUDPPort)
 }
 
 func equalReals(got, addrs []string, port int) bool {

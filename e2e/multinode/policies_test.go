@@ -162,7 +162,7 @@ func testPodMoves(ctx context.Context, t *testing.T, c *cluster, sc *scenario) {
 func testInternalLocal(ctx context.Context, t *testing.T, c *cluster, sc *scenario) {
 	want := map[int][]string{1: {"10.244.1.10"}, 2: {"10.244.2.10"}, 3: nil, 4: {"10.244.4.10"}}
 	if err := c.waitTables("itl: own node's endpoints only", func(n *node, tb Table) bool {
-		return equalReals(tb.reals("-t 10.96.1.30:80"), want[n.i], podTCPPort)
+		return equalReals(tb.Reals("-t 10.96.1.30:80"), want[n.i], podTCPPort)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func zoneTable(override map[string][]string) func(*node, Table) bool {
 		if o, ok := override[n.name]; ok {
 			want = o
 		}
-		return equalReals(tb.reals("-t 10.96.1.40:80"), want, podTCPPort)
+		return equalReals(tb.Reals("-t 10.96.1.40:80"), want, podTCPPort)
 	}
 }
 
@@ -269,7 +269,7 @@ func testProxyName(ctx context.Context, t *testing.T, c *cluster, sc *scenario) 
 		t.Fatal(err)
 	}
 	if err := c.waitTables("other served once unlabelled", func(_ *node, tb Table) bool {
-		return equalReals(tb.reals(vs), webReals, podTCPPort)
+		return equalReals(tb.Reals(vs), webReals, podTCPPort)
 	}); err != nil {
 		t.Fatal(err)
 	}
