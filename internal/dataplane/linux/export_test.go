@@ -43,3 +43,20 @@ func BindBatch(ifindex int32, addrs []netip.Addr) ([]error, error) {
 	}
 	return errs, nil
 }
+
+// ObserveOverNetlink runs fn with the kernel's listing of the table out of
+// reach, so that Observe reads every service's destinations over netlink:
+// what the listing gives is compared with what netlink gives.
+func ObserveOverNetlink(fn func()) {
+	saved := procIPVSPath
+	procIPVSPath = "/nonexistent/ip_vs"
+	defer func() { procIPVSPath = saved }()
+	fn()
+}
+
+// ListingShows tells whether the kernel's listing, read now, gives k's
+// destinations (so Observe does not ask netlink for them).
+func ListingShows(k model.VSKey) bool {
+	_, ok := readProcIPVS().reals(k)
+	return ok
+}

@@ -131,33 +131,51 @@ func clampU32(n int) uint32 {
 }
 
 // dumpIPVS reads every service with its destinations into obs (the IPVS
-// part of Observe).
+// part of Observe): the services from one netlink dump, their destinations
+// from one read of the kernel's listing (procipvs.go), and over netlink,
+// one dump each, only for services the listing does not show.
 func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 	svcs, err := h.GetServices()
 	if err != nil {
 		return fmt.Errorf("list IPVS services: %w", err)
 	}
+	listed := readProcIPVS()
 	for _, s := range svcs {
 		vs, err := fromService(s)
 		if err != nil {
 			return fmt.Errorf("read IPVS service: %w", err)
 		}
-		dests, err := h.GetDestinations(s)
-		if err != nil {
-			return fmt.Errorf("list real servers of %s: %w", vs.Key, err)
-		}
-		svc := &model.Service{VirtualServer: vs, Reals: make(map[netip.AddrPort]model.RealServer, len(dests))}
-		for _, dst := range dests {
-			rs, c, err := fromDest(dst)
-			if err != nil {
-				return fmt.Errorf("read real server of %s: %w", vs.Key, err)
+		reals, ok := listed.reals(vs.Key)
+		if !ok {
+			if reals, err = dumpDests(h, s); err != nil {
+				return fmt.Errorf("list real servers of %s: %w", vs.Key, err)
 			}
-			svc.Reals[rs.Addr] = rs
-			obs.Conns[dataplane.RealRef{VS: vs.Key, RS: rs.Addr}] = c
+		}
+		svc := &model.Service{VirtualServer: vs, Reals: make(map[netip.AddrPort]model.RealServer, len(reals))}
+		for _, r := range reals {
+			svc.Reals[r.rs.Addr] = r.rs
+			obs.Conns[dataplane.RealRef{VS: vs.Key, RS: r.rs.Addr}] = r.c
 		}
 		obs.State.Services[vs.Key] = svc
 	}
 	return nil
+}
+
+// dumpDests reads one service's destinations over netlink.
+func dumpDests(h *ipvs.Handle, s *ipvs.Service) ([]realRead, error) {
+	dests, err := h.GetDestinations(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]realRead, 0, len(dests))
+	for _, dst := range dests {
+		rs, c, err := fromDest(dst)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, realRead{rs: rs, c: c})
+	}
+	return out, nil
 }
 
 // Conns reads one service's destinations' counters.
