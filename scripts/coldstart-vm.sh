@@ -12,7 +12,10 @@
 # to bin/coldstart-N.pprof (read with `go tool pprof -top bin/kube-ipvs.coldstart
 # bin/coldstart-N.pprof`); COLDSTART_VIPS=1 also times binding N addresses on
 # a dummy link against N local routes (the two ways to make VIPs local),
-# a thousand at a time, with iproute2's `ip -batch`.
+# a thousand at a time, with iproute2's `ip -batch`; COLDSTART_RESYNC=SECS then
+# runs the agent again on the table it left for SECS seconds (its first sync
+# and the periodic resyncs read the whole kernel) and prints each full sync's
+# time and the CPU used, with a profile bin/coldstart-resync-N.pprof.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,6 +80,22 @@ for n in $COLDSTART_NS; do
   if [ -n "$prof" ]; then
     echo "coldstart-profile-begin $n"; base64 /tmp/cpu-$n.pprof; echo "coldstart-profile-end $n"
   fi
+  # The agent again, on the table it left, for COLDSTART_RESYNC seconds:
+  # its first sync and its periodic resyncs read the whole kernel.
+  if [ "${COLDSTART_RESYNC:-0}" -gt 0 ]; then
+    prof=""
+    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof"
+    kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --log-format json $prof >/tmp/resync.log 2>&1 &
+    pid=$!
+    sleep "$COLDSTART_RESYNC"
+    cpu=$(awk '{printf "%.2f", ($14 + $15 + $16 + $17) / 100}' /proc/$pid/stat)
+    kill -TERM $pid; wait $pid
+    grep -o '"full": *true[^}]*"took": *[0-9.e+-]*' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
+    echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
+    if [ -n "$prof" ]; then
+      echo "coldstart-profile-begin resync-$n"; base64 /tmp/cpu-resync-$n.pprof; echo "coldstart-profile-end resync-$n"
+    fi
+  fi
 done
 
 # VIPs: N addresses on a dummy link, then N local routes on it (the
@@ -113,13 +132,15 @@ GUEST
 log="$work/console.log"
 KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 \
   --add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" --add "$work/guest.sh:/guest.sh" \
-  --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" \
+  --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
-  if grep -q "^coldstart-profile-begin $n\$" "$log"; then
-    sed -n "/^coldstart-profile-begin $n\$/,/^coldstart-profile-end $n\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$n.pprof"
-    echo "coldstart-vm: profile of N=$n in bin/coldstart-$n.pprof"
-  fi
+  for p in "$n" "resync-$n"; do
+    if grep -q "^coldstart-profile-begin $p\$" "$log"; then
+      sed -n "/^coldstart-profile-begin $p\$/,/^coldstart-profile-end $p\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$p.pprof"
+      echo "coldstart-vm: profile of N=$p in bin/coldstart-$p.pprof"
+    fi
+  done
 done
 grep '^coldstart:' "$log" >"$root/bin/coldstart.txt" || true

@@ -63,7 +63,13 @@ func (w *addrWatcher) follow(ctx context.Context) {
 	}()
 	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
 		ReceiveBufferSize: 1 << 20,
-		ErrorCallback:     func(err error) { w.log.Warn("address notifications", zap.Error(err)) },
+		ErrorCallback: func(err error) {
+			// Closing the subscription at shutdown makes the receiver fail
+			// (EAGAIN): that is not news.
+			if ctx.Err() == nil {
+				w.log.Warn("address notifications", zap.Error(err))
+			}
+		},
 	})
 	if err != nil {
 		w.log.Warn("subscribe to address notifications", zap.Error(err))
