@@ -124,11 +124,15 @@ type applier struct {
 	missing, unrecorded, taken map[model.VSKey]bool
 	udpGone, udpFirst          []netip.AddrPort
 	changes                    []dataplane.Change
+	// owned are the observed virtual servers this apply made or copied,
+	// which it may change in place (see own).
+	owned map[model.VSKey]bool
 }
 
 func newApplier(r *Reconciler) *applier {
 	return &applier{r: r, holdAddr: map[netip.Addr]bool{}, kept: map[netip.Addr]bool{},
-		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{}}
+		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{},
+		owned: map[model.VSKey]bool{}}
 }
 
 // held tells whether an earlier failure holds op back (see apply). An
@@ -205,7 +209,39 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	if firstEndpoint(op) {
 		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
 	}
+	a.own(op)
 	op.ApplyTo(&r.observed)
+}
+
+// own copies the observed virtual server op is about to change, the first
+// time this apply changes it: the cache's services are shared with the
+// desired state and the published views once the kernel holds what is
+// wanted (see shareObserved), and a shared one is never changed in place.
+// A service this apply made or copied is changed in place, so a cold
+// start copies nothing.
+func (a *applier) own(op plan.Op) {
+	k := op.VS.Key
+	switch op.Kind {
+	case plan.AddService:
+		a.owned[k] = true
+	case plan.UpdateService, plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+		if svc, ok := a.r.observed.Services[k]; ok && !a.owned[k] {
+			a.r.observed.Services[k] = svc.Clone()
+			a.owned[k] = true
+		}
+	}
+}
+
+// shareObserved makes the cache hold the desired virtual server itself
+// where the kernel holds exactly that, rather than a second copy of the
+// table (issue 12, item 4): from then on the two differ only where a sync
+// could not bring the kernel in step, and apply copies before it changes.
+func (r *Reconciler) shareObserved(k model.VSKey) {
+	want, wanted := r.desired.state.Services[k]
+	have, inKernel := r.observed.Services[k]
+	if wanted && inKernel && have != want && have.Equal(want) {
+		r.observed.Services[k] = want
+	}
 }
 
 // failed notes what a failed operation holds back.

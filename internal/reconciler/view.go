@@ -156,6 +156,7 @@ func (r *Reconciler) publish(st Status) {
 		scope, changed = r.everything(), maps.Keys(r.desired.results)
 	}
 	for k := range scope.Keys {
+		r.shareObserved(k)
 		if s := r.server(k); s != nil {
 			p.servers.set(k, s)
 		} else {
@@ -199,9 +200,10 @@ func (p *publisher) store(st Status, node NodeStatus, drains map[dataplane.RealR
 }
 
 // server is one virtual server as it stands now, nil when it is neither
-// wanted nor in the kernel. The observed side is copied (the cache
-// changes it in place as operations are applied), unless it equals the
-// desired one.
+// wanted nor in the kernel. Both sides are shared, not copied: the
+// desired state is immutable, and the cache copies a service before it
+// changes it (applier.own); where the kernel holds what is wanted the two
+// sides are one value (shareObserved).
 func (r *Reconciler) server(k model.VSKey) *Server {
 	want, wanted := r.desired.state.Services[k]
 	have, inKernel := r.observed.Services[k]
@@ -209,13 +211,8 @@ func (r *Reconciler) server(k model.VSKey) *Server {
 		return nil
 	}
 	s := &Server{Desired: want}
-	switch {
-	case inKernel && wanted && have.Equal(want):
-		// The steady state: share the desired value (immutable) rather
-		// than keep a second copy of the table in the view.
-		s.Observed = want
-	case inKernel:
-		s.Observed = have.Clone()
+	if inKernel {
+		s.Observed = have
 	}
 	if m, ok := r.desired.meta(k); ok && wanted {
 		s.Meta = m

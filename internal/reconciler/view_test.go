@@ -190,3 +190,39 @@ func TestViewsRunDuringSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestObservedSharesWhatIsWanted: where the kernel holds what is wanted,
+// the observed cache holds the desired virtual server itself, not a second
+// copy of the table (issue 12, item 4); where it does not (a failed add),
+// the two stay apart, and the desired one is never changed by an apply.
+func TestObservedSharesWhatIsWanted(t *testing.T) {
+	r := newRig(t)
+	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
+	shared := func() (n int) {
+		for k, want := range r.rec.desired.state.Services {
+			if r.rec.observed.Services[k] == want {
+				n++
+			}
+		}
+		return n
+	}
+	r.webAndDNS()
+	r.sync(false)
+	if n, all := shared(), len(r.rec.desired.state.Services); n != all || all == 0 {
+		t.Fatalf("%d of %d virtual servers shared after a clean sync", n, all)
+	}
+	r.sync(true) // a fresh read of the kernel is shared again
+	if n, all := shared(), len(r.rec.desired.state.Services); n != all {
+		t.Fatalf("%d of %d virtual servers shared after a full sync", n, all)
+	}
+	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.1.3"), ready("10.244.1.4")))
+	r.fake.FailNext("AddReal", fmt.Errorf("boom"))
+	_, _ = r.rec.Sync(context.Background(), false)
+	want, have := r.rec.desired.state.Services[web], r.rec.observed.Services[web]
+	if want == have || len(want.Reals) != 3 || len(have.Reals) != 2 {
+		t.Fatalf("after a failed add: want %v, have %v", want.SortedReals(), have.SortedReals())
+	}
+	if n, all := shared(), len(r.rec.desired.state.Services); n != all-1 {
+		t.Fatalf("%d of %d virtual servers shared, want all but web", n, all)
+	}
+}
