@@ -37,29 +37,51 @@ import (
 // fake kernel. It prints the live heap the agent added (after a GC, the
 // fake API server's own copies and the fake kernel's table subtracted) and
 // the heap's peak while it started (garbage included, at the agent's GOGC
-// unless GOGC is set). Run: go test -run x -bench Memory ./cmd/kube-ipvs/
+// unless GOGC is set), and the peak of the heap mapped from the OS, which
+// the resident set's peak follows. Run:
+// go test -run x -bench Memory ./cmd/kube-ipvs/ (KUBE_IPVS_BENCH_N=10000 for
+// one size).
 func BenchmarkMemory(b *testing.B) {
 	if os.Getenv("GOGC") == "" { // as the agent runs (main.go)
 		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
 	}
-	for _, n := range []int{5000, 10000} {
+	for _, n := range benchSizes() {
 		b.Run(fmt.Sprintf("%d-services", n), func(b *testing.B) {
 			for range b.N {
-				steady, peak := measureAgentHeap(b, n)
+				steady, peak, mapped := measureAgentHeap(b, n)
 				b.ReportMetric(float64(steady)/1e6, "steady-MB")
 				b.ReportMetric(float64(peak)/1e6, "peak-MB")
+				b.ReportMetric(float64(mapped)/1e6, "peak-mapped-MB")
 			}
 		})
 	}
 }
 
-func measureAgentHeap(b *testing.B, n int) (steady, peak uint64) {
+// benchSizes are the Services counts to measure: $KUBE_IPVS_BENCH_N
+// (comma-separated), else 1,000, 5,000 and 10,000.
+func benchSizes() []int {
+	env := os.Getenv("KUBE_IPVS_BENCH_N")
+	if env == "" {
+		return []int{1000, 5000, 10000}
+	}
+	var out []int
+	for f := range strings.SplitSeq(env, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func measureAgentHeap(b *testing.B, n int) (steady, peak, mapped uint64) {
 	objs := clusterObjects(n)
 	client := k8sfake.NewClientset(objs...)
 	objs = nil
 	base := liveHeap()
-	var top atomic.Uint64
-	stop := sampleHeap(&top)
+	baseMapped := heapMapped()
+	var top, topMapped atomic.Uint64
+	stop := sampleHeap(&top, &topMapped)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -94,9 +116,19 @@ func measureAgentHeap(b *testing.B, n int) (steady, peak uint64) {
 	kernel := fakeKernelHeap(b, rec, n)
 	runtime.KeepAlive(client)
 	runtime.KeepAlive(rec)
-	b.Logf("N=%d: live heap %0.1f MB above the fake API server (%0.1f MB of it the fake kernel's), heap peak %0.1f MB above it",
-		n, mb(after-base), mb(kernel), mb(top.Load()-base))
-	return after - base - kernel, top.Load() - base
+	mapped = topMapped.Load() - min(baseMapped, topMapped.Load())
+	b.Logf("N=%d: live heap %0.1f MB above the fake API server (%0.1f MB of it the fake kernel's), heap peak %0.1f MB above it, heap mapped from the OS at its peak %0.1f MB above it",
+		n, mb(after-base), mb(kernel), mb(top.Load()-base), mb(mapped))
+	return after - base - kernel, top.Load() - base, mapped
+}
+
+// heapMapped is the heap the process holds from the OS (what it counts
+// in the resident set), after a full collection.
+func heapMapped() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapSys - m.HeapReleased
 }
 
 // fakeKernelHeap is what a fake kernel holding the same table takes.
@@ -141,8 +173,9 @@ func liveHeap() uint64 {
 }
 
 // sampleHeap records the largest heap seen until the func returned is
-// called: an estimate of the peak (allocated, live or not yet collected).
-func sampleHeap(top *atomic.Uint64) func() {
+// called: an estimate of the peak (allocated, live or not yet collected),
+// and of the heap mapped from the OS (the resident set's peak follows it).
+func sampleHeap(top, topMapped *atomic.Uint64) func() {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -152,6 +185,9 @@ func sampleHeap(top *atomic.Uint64) func() {
 			runtime.ReadMemStats(&m)
 			if m.HeapAlloc > top.Load() {
 				top.Store(m.HeapAlloc)
+			}
+			if held := m.HeapSys - m.HeapReleased; held > topMapped.Load() {
+				topMapped.Store(held)
 			}
 			select {
 			case <-done:
