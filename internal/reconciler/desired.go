@@ -213,12 +213,11 @@ func withoutFrontends(res translate.Result, gone map[model.VSKey]bool) translate
 	}
 	kept := res
 	kept.Services, kept.Addrs, kept.SetEntries = nil, nil, nil
-	kept.Meta = make(map[model.VSKey]translate.VSMeta, len(res.Meta))
 	carried := map[netip.Addr]bool{}
-	for _, svc := range res.Services {
+	for i, svc := range res.Services {
 		if !gone[svc.Key] {
 			kept.Services = append(kept.Services, svc)
-			kept.Meta[svc.Key] = res.Meta[svc.Key]
+			kept.Meta = append(kept.Meta, res.Meta[i])
 			carried[svc.Key.Addr] = true
 		}
 	}
@@ -307,8 +306,7 @@ func (d *desiredSet) meta(k model.VSKey) (translate.VSMeta, bool) {
 	if !ok {
 		return translate.VSMeta{}, false
 	}
-	m, ok := d.results[name].Meta[k]
-	return m, ok
+	return d.results[name].MetaOf(k)
 }
 
 // names lists the Services with a translation held.

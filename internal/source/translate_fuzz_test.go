@@ -157,7 +157,8 @@ func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res 
 	for _, s := range res.Services {
 		a := s.Key.Addr
 		vss[a] = true
-		kind := res.Meta[s.Key].Kind
+		m, _ := res.MetaOf(s.Key)
+		kind := m.Kind
 		switch {
 		case kind == translate.KindNodePort && (!nodeAddrs[a] || !fuzzNodePorts.Contains(s.Key.Port)):
 			t.Fatalf("NodePort frontend %s is not a node address on a port of %s", s.Key, fuzzNodePorts)

@@ -19,7 +19,7 @@ import (
 func renderMeta(r Result) string {
 	var out []string
 	for _, s := range r.Services {
-		m, ok := r.Meta[s.Key]
+		m, ok := r.MetaOf(s.Key)
 		if !ok {
 			out = append(out, s.Key.String()+" NO META")
 			continue
@@ -186,7 +186,8 @@ func TestMetaEndpoints(t *testing.T) {
 	}
 	var got []string
 	for _, s := range r.Services {
-		for _, e := range r.Meta[s.Key].Endpoints {
+		m, _ := r.MetaOf(s.Key)
+		for _, e := range m.Endpoints {
 			got = append(got, fmt.Sprintf("%s %s pod=%s node=%s r=%t s=%t t=%t", s.Key, e.Addr, e.Pod, e.Node, e.Ready, e.Serving, e.Terminating))
 		}
 	}
@@ -200,7 +201,7 @@ func TestMetaEndpoints(t *testing.T) {
 	if g := lines(strings.Join(got, "\n")); g != lines(want) {
 		t.Errorf("got:\n%s\nwant:\n%s", g, lines(want))
 	}
-	m := r.Meta[model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)]
+	m, _ := r.MetaOf(model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80))
 	if e, ok := m.Endpoint(netip.MustParseAddrPort("10.244.2.2:8080")); !ok || e.Pod != "web-2" {
 		t.Errorf("Endpoint(10.244.2.2:8080) = %+v, %t", e, ok)
 	}
