@@ -64,7 +64,7 @@ func TestTwoServicesOneFrontend(t *testing.T) {
 		t.Fatalf("shared frontend:\n%s\nwant the older Service's only:\n%s", got, zuluServes)
 	}
 	// Nor a reference to the VIP: only the winner holds it.
-	if n := r.rec.desired.addrRefs[netip.MustParseAddr("192.0.2.50")]; n != 1 {
+	if n := r.rec.desired.addrRefs.count(r.rec.desired.state.Addrs, netip.MustParseAddr("192.0.2.50")); n != 1 {
 		t.Fatalf("the shared VIP has %d references, want the winner's only", n)
 	}
 	if !strings.Contains(r.fake.Dump(), "-A -t 10.96.0.61:80") {

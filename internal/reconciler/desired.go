@@ -28,12 +28,13 @@ type desiredSet struct {
 	state model.State
 	// results are the translations in force: each Service's last good
 	// translation without the frontends it lost.
-	results  map[model.ServiceName]translate.Result
-	owner    map[model.VSKey]model.ServiceName
-	addrRefs map[netip.Addr]int
-	// setRefs counts the Services that need a set member (two Services may
-	// share an endpoint, hence a hairpin member).
-	setRefs map[model.SetEntry]int
+	results map[model.ServiceName]translate.Result
+	owner   map[model.VSKey]model.ServiceName
+	// addrRefs and setRefs count the Services that need each VIP and set
+	// member in state (two Services may share an external IP, or an
+	// endpoint, hence a hairpin member).
+	addrRefs refs[netip.Addr]
+	setRefs  refs[model.SetEntry]
 	// checks are the health checks of the Services that have one, so that
 	// listing them does not walk every Service; checksChanged tells the
 	// publisher to list them again.
@@ -80,8 +81,8 @@ func newDesiredSet() desiredSet {
 		state:    model.NewState(),
 		results:  map[model.ServiceName]translate.Result{},
 		owner:    map[model.VSKey]model.ServiceName{},
-		addrRefs: map[netip.Addr]int{},
-		setRefs:  map[model.SetEntry]int{},
+		addrRefs: refs[netip.Addr]{},
+		setRefs:  refs[model.SetEntry]{},
 		checks:   map[model.ServiceName]translate.HealthCheck{},
 		changed:  map[model.ServiceName]struct{}{},
 		whole:    map[model.ServiceName]translate.Result{},
@@ -150,13 +151,11 @@ func (d *desiredSet) add(name model.ServiceName, scope plan.Scope) []conflict {
 		scope.Keys[svc.Key] = struct{}{}
 	}
 	for _, a := range kept.Addrs {
-		d.addrRefs[a]++
-		d.state.Addrs[a] = struct{}{}
+		d.addrRefs.add(d.state.Addrs, a)
 		scope.Addrs[a] = struct{}{}
 	}
 	for _, e := range kept.SetEntries {
-		d.setRefs[e]++
-		d.state.Sets[e] = struct{}{}
+		d.setRefs.add(d.state.Sets, e)
 		scope.Sets[e] = struct{}{}
 	}
 	if !empty(kept) {
@@ -266,19 +265,49 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) []model.VS
 	}
 	for _, a := range old.Addrs {
 		scope.Addrs[a] = struct{}{}
-		if d.addrRefs[a]--; d.addrRefs[a] <= 0 {
-			delete(d.addrRefs, a)
-			delete(d.state.Addrs, a)
-		}
+		d.addrRefs.drop(d.state.Addrs, a)
 	}
 	for _, e := range old.SetEntries {
 		scope.Sets[e] = struct{}{}
-		if d.setRefs[e]--; d.setRefs[e] <= 0 {
-			delete(d.setRefs, e)
-			delete(d.state.Sets, e)
-		}
+		d.setRefs.drop(d.state.Sets, e)
 	}
 	return freed
+}
+
+// refs counts the Services that need each member of a set, beyond the
+// first: nearly every VIP and set member is needed by one Service only, so
+// a count for each would be a second copy of the set (at 10,000 Services,
+// 7 MB for the set members). A member is in the set while any Service
+// needs it.
+type refs[K comparable] map[K]int
+
+// add notes one more Service needing k, putting it in set.
+func (r refs[K]) add(set map[K]struct{}, k K) {
+	if _, ok := set[k]; ok {
+		r[k]++
+		return
+	}
+	set[k] = struct{}{}
+}
+
+// drop notes one Service fewer needing k; with the last, k leaves set.
+func (r refs[K]) drop(set map[K]struct{}, k K) {
+	switch n := r[k]; {
+	case n > 1:
+		r[k] = n - 1
+	case n == 1:
+		delete(r, k)
+	default:
+		delete(set, k)
+	}
+}
+
+// count is how many Services need k.
+func (r refs[K]) count(set map[K]struct{}, k K) int {
+	if _, ok := set[k]; !ok {
+		return 0
+	}
+	return 1 + r[k]
 }
 
 // healthChecks lists the held Services' health checks by port. Two
