@@ -140,7 +140,12 @@ func agentOn(ctx context.Context, c config.Config, node string, dp dataplane.Dat
 			return err
 		}
 	}
-	err = syncLoop(c, queued(ctx, src.store.Notify(), m, hz), syncHealth, log).Run(ctx)
+	reader, ok := opt.Views.(dataplane.Reader)
+	if !ok {
+		return fmt.Errorf("no kernel reader for the drift check")
+	}
+	go driftChecker(c, rec, reader, log).Run(ctx)
+	err = syncLoop(c, queued(ctx, src.store.Notify(), m, hz), syncHealth, rec.DriftWake(), log).Run(ctx)
 	if parent.Err() == nil && ctx.Err() != nil {
 		return context.Cause(ctx) // a listener failed hard
 	}
@@ -148,14 +153,16 @@ func agentOn(ctx context.Context, c config.Config, node string, dp dataplane.Dat
 }
 
 // syncLoop runs sync on every trigger (coalesced: at most once per
-// --ipvs-min-sync-period), fully every --ipvs-sync-period, and retries a
-// failed sync with backoff.
-func syncLoop(c config.Config, trigger <-chan struct{}, sync func(context.Context, bool) (time.Duration, error), log *zap.Logger) *runner.Runner {
+// --ipvs-min-sync-period) and retries a failed sync with backoff. Drift is
+// found by the drift checker, a part of the kernel at a time, and folded
+// in by the incremental sync its repair cue asks for; only the first sync
+// (and one after a failure) reads the kernel whole.
+func syncLoop(c config.Config, trigger <-chan struct{}, sync func(context.Context, bool) (time.Duration, error), repair <-chan struct{}, log *zap.Logger) *runner.Runner {
 	return &runner.Runner{
 		Sync:        sync,
 		Trigger:     trigger,
+		Repair:      repair,
 		MinInterval: c.MinSyncPeriod,
-		Period:      c.SyncPeriod,
 		Backoff:     time.Second,
 		MaxBackoff:  c.SyncPeriod,
 		OnError: func(err error, retryIn time.Duration) {
@@ -164,12 +171,13 @@ func syncLoop(c config.Config, trigger <-chan struct{}, sync func(context.Contex
 	}
 }
 
-// viewsKernel gives Drift (`kube-ipvs diff`) its own kernel reader when
-// the debug views are served: its own sockets, apart from the sync's
-// dataplane, whose calls are serialized, so that a diff never queues
-// behind a sync's kernel call. It only observes. The func returned closes it.
+// viewsKernel gives the drift checker and Drift (`kube-ipvs diff`) their
+// own kernel reader: its own sockets, apart from the sync's dataplane,
+// whose calls are serialized, so that neither a drift read nor a diff
+// ever queues a sync behind it (nor the other way round). It only
+// observes. The func returned closes it.
 func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (func(), error) {
-	if c.Once || c.DryRun || c.DebugAddress == "" {
+	if c.Once || c.DryRun {
 		return func() {}, nil
 	}
 	dp, err := linux.New(linux.Options{Logger: log.Named("views"), IptablesBackend: shim.Backend(c.IptablesBackend)})
@@ -178,6 +186,17 @@ func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (fun
 	}
 	opt.Views = dp
 	return func() { _ = dp.Close() }, nil
+}
+
+// driftChecker reads the whole kernel once per --ipvs-sync-period, in
+// parts of about a second each (a tick per second), beside the syncs: the
+// bound within which drift made by anyone else is repaired.
+func driftChecker(c config.Config, rec *reconciler.Reconciler, reader dataplane.Reader, log *zap.Logger) *reconciler.DriftChecker {
+	return &reconciler.DriftChecker{
+		Rec: rec, Reader: reader, Period: c.SyncPeriod,
+		Slices: max(int(c.SyncPeriod/time.Second)-1, 1),
+		Log:    log.Named("drift"),
+	}
 }
 
 // registerViews registers the scrape-time collectors, which read the

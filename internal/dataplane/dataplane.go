@@ -240,3 +240,18 @@ func ApplyOne(ctx context.Context, w Writer, c Change) error {
 func NotTried(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotTried, context.Cause(ctx))
 }
+
+// Reader reads the kernel in parts, so that a check for drift made by
+// anyone else can spread one whole read over time instead of paying for it
+// at once (issue 12). Both dataplanes implement it.
+type Reader interface {
+	Observe(ctx context.Context) (Observation, error)
+	// ObserveServices reads the named virtual servers with their real
+	// servers and counters; a missing one is absent from the result. Its
+	// Addrs and Sets are empty.
+	ObserveServices(ctx context.Context, keys []model.VSKey) (Observation, error)
+	// ObserveTable reads what is not per virtual server: which virtual
+	// servers there are (State.Services, with Reals nil: not read), the
+	// link's addresses and the shim's set members. It has no Conns.
+	ObserveTable(ctx context.Context) (Observation, error)
+}

@@ -1,7 +1,9 @@
 // Package reconciler owns one Sync: take what changed, translate it, diff it
 // against the cached observed state, apply the operations, and keep the
 // cache in step with what was applied. A full observe of the kernel happens
-// at start, on the periodic resync and after any failure.
+// at start and after a failure of the kernel as a whole; drift made by
+// anyone else is found by a DriftChecker reading the kernel in parts
+// beside the syncs (drift.go), never by a full read that changes wait for.
 package reconciler
 
 import (
@@ -99,6 +101,10 @@ type Reconciler struct {
 	// pod CIDRs last seen (PodCIDRsFromNode).
 	shimCfg  shim.Config
 	podCIDRs []netip.Prefix
+	// drift is where the DriftChecker hands its reads over; folded is the
+	// read the running sync folded in.
+	drift  *driftMailbox
+	folded *driftRead
 }
 
 // New returns a reconciler; call Init before the first Sync.
@@ -119,6 +125,7 @@ func New(opt Options) *Reconciler {
 		refused: map[model.VSKey]plan.Refusal{},
 		made:    map[model.VSKey]struct{}{},
 		metrics: syncMetrics{m: opt.Metrics},
+		drift:   newDriftMailbox(),
 	}
 	r.pub.reset()
 	r.pub.store(Status{}, NodeStatus{}, nil, counts{})

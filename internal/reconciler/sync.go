@@ -33,6 +33,9 @@ type Status struct {
 	// earlier) and are retried with backoff; they do not fail the sync.
 	Failing  int
 	Draining int
+	// Drift counts the virtual servers, addresses and set members a drift
+	// check found changed by someone else, repaired by this sync.
+	Drift    int
 	Duration time.Duration
 	Err      error
 	// Requeue, when non-zero, asks for another (incremental) sync this soon.
@@ -53,20 +56,25 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if err != nil {
 		return r.finish(st, err)
 	}
+	defer r.closeFolded()
 	var shimErr error
 	if st.Full {
+		r.dropDrift()
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
 		}
-	}
-	if st.Full || !shimCfg.Equal(r.shimCfg) {
-		shimErr = r.ensureShim(ctx, shimCfg)
 	}
 	ops, tried := r.plan(ctx, &st, synced)
 	if r.opt.DryRun {
 		return r.finish(st, r.print(ops))
 	}
+	// The rules are repaired on a full sync and on the drift check's table
+	// read, and written when their configuration changed.
+	if st.Full || (r.folded != nil && r.folded.table) || !shimCfg.Equal(r.shimCfg) {
+		shimErr = r.ensureShim(ctx, shimCfg)
+	}
 	out := r.apply(ctx, ops)
+	r.drift.note(r.touched, ops, st.Full)
 	st.Failed = out.failed
 	r.noteFailures(&st, out, tried)
 	err = out.err()
@@ -80,10 +88,26 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	return r.finish(st, err)
 }
 
-// ensureShim repairs the netfilter rules on a full sync, and writes them
-// when their configuration changed (NodeCIDR mode: the Node's pod CIDRs).
-// They are constant for a configuration, so this writes nothing unless
-// someone changed them.
+// dropDrift drops a drift read waiting to be folded: a full sync reads
+// everything afresh.
+func (r *Reconciler) dropDrift() {
+	if rd, _, _ := r.drift.take(); rd != nil {
+		close(rd.done)
+	}
+}
+
+// closeFolded tells the drift checker the read this sync folded is done.
+func (r *Reconciler) closeFolded() {
+	if r.folded != nil {
+		close(r.folded.done)
+		r.folded = nil
+	}
+}
+
+// ensureShim repairs the netfilter rules, and writes them when their
+// configuration changed (NodeCIDR mode: the Node's pod CIDRs). They are
+// constant for a configuration, so this writes nothing unless someone
+// changed them.
 func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 	if r.opt.DryRun {
 		return nil
@@ -109,6 +133,8 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 		for name := range r.desired.results {
 			tried[name] = struct{}{}
 		}
+	} else {
+		r.folded, st.Drift = r.foldDrift(scope)
 	}
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
@@ -142,7 +168,7 @@ func (r *Reconciler) finish(st Status, err error) (Status, error) {
 	}
 	if st.Ops > 0 || st.Full && r.log.Core().Enabled(zap.DebugLevel) {
 		r.log.Info("synced", zap.Bool("full", st.Full), zap.Int("services", st.Services),
-			zap.Int("ops", st.Ops), zap.Int("draining", st.Draining), zap.Duration("took", st.Duration))
+			zap.Int("ops", st.Ops), zap.Int("draining", st.Draining), zap.Int("drift", st.Drift), zap.Duration("took", st.Duration))
 	}
 	return st, nil
 }

@@ -1,7 +1,7 @@
 // Package runner drives syncs: it coalesces bursts of changes so that syncs
-// are at least MinInterval apart, runs a full resync every Period, asks for
-// an early incremental sync when the last one wants it (draining real
-// servers), and retries failures with exponential backoff.
+// are at least MinInterval apart, runs a full resync every Period (if set),
+// asks for an early incremental sync when the last one wants it (draining
+// real servers), and retries failures with exponential backoff.
 package runner
 
 import (
@@ -15,10 +15,15 @@ type SyncFunc func(ctx context.Context, full bool) (requeue time.Duration, err e
 
 // Runner is the coalescing sync loop.
 type Runner struct {
-	Sync        SyncFunc
-	Trigger     <-chan struct{} // something changed (coalesced by the sender)
+	Sync    SyncFunc
+	Trigger <-chan struct{} // something changed (coalesced by the sender)
+	// Repair asks for an incremental sync as Trigger does: a drift check
+	// has read part of the kernel for the sync to fold in (may be nil).
+	Repair      <-chan struct{}
 	MinInterval time.Duration
-	Period      time.Duration
+	// Period is how often a full resync runs; zero: never after the first
+	// (the agent's drift checker reads the kernel instead, in parts).
+	Period time.Duration
 	// Backoff is the first retry delay after a failure, doubled per failure
 	// up to MaxBackoff.
 	Backoff, MaxBackoff time.Duration
@@ -39,7 +44,7 @@ type loop struct {
 // Run syncs once at start (full), then whenever triggered, until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	now := time.Now()
-	l := loop{dirty: true, full: true, due: now, nextFull: now.Add(r.Period)}
+	l := loop{dirty: true, full: true, due: now, nextFull: r.next(now)}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -49,10 +54,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-r.Trigger:
 			l.dirty = true
 			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
+		case <-r.Repair:
+			l.dirty = true
+			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
 		case <-timer.C:
 		}
 		now := time.Now()
-		if !now.Before(l.nextFull) {
+		if !l.nextFull.IsZero() && !now.Before(l.nextFull) {
 			l.dirty, l.full = true, true
 			l.due = later(now, l.retryAt)
 		}
@@ -61,8 +69,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.after(&l, requeue, err)
 		}
 		wake := l.nextFull
-		if l.dirty && l.due.Before(wake) {
+		if l.dirty && (wake.IsZero() || l.due.Before(wake)) {
 			wake = l.due
+		}
+		if wake.IsZero() {
+			timer.Stop() // nothing to do until triggered
+			continue
 		}
 		// Since Go 1.23 Reset discards a pending expiry: no drain needed.
 		timer.Reset(max(time.Until(wake), 0))
@@ -73,7 +85,7 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) after(l *loop, requeue time.Duration, err error) {
 	l.last = time.Now()
 	if l.full {
-		l.nextFull = l.last.Add(r.Period)
+		l.nextFull = r.next(l.last)
 	}
 	if err != nil {
 		delay := r.backoff(l.failures)
@@ -88,6 +100,14 @@ func (r *Runner) after(l *loop, requeue time.Duration, err error) {
 	l.failures, l.retryAt = 0, time.Time{}
 	l.dirty, l.full = requeue > 0, false
 	l.due = l.last.Add(max(requeue, r.MinInterval))
+}
+
+// next is when the full resync after one at t is due; zero: never.
+func (r *Runner) next(t time.Time) time.Time {
+	if r.Period <= 0 {
+		return time.Time{}
+	}
+	return t.Add(r.Period)
 }
 
 // backoff is the delay after the n+1st consecutive failure.

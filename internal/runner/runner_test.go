@@ -132,3 +132,26 @@ func TestRequeueAsksForAnEarlyIncrementalSync(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPeriodWaitsForTriggers: with Period zero only the first sync is
+// full; a Repair cue (a drift read to fold) brings an incremental sync,
+// MinInterval after the last, like a change does.
+func TestNoPeriodWaitsForTriggers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &harness{start: time.Now()}
+		repair := make(chan struct{}, 1)
+		r := &Runner{Sync: h.sync, Repair: repair, MinInterval: time.Second, Backoff: time.Second, MaxBackoff: 8 * time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		time.Sleep(10 * time.Minute)
+		repair <- struct{}{}
+		time.Sleep(time.Minute)
+		cancel()
+		<-done
+		want := []call{{at: 0, full: true}, {at: 10 * time.Minute, full: false}}
+		if len(h.calls) != len(want) || h.calls[0] != want[0] || h.calls[1] != want[1] {
+			t.Fatalf("calls %+v, want %+v", h.calls, want)
+		}
+	})
+}

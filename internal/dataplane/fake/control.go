@@ -202,3 +202,11 @@ func (f *Fake) FlushesDest() []ConntrackKey {
 	defer f.mu.Unlock()
 	return slices.Clone(f.flushesDest)
 }
+
+// FlushRules removes the shim's rules as `iptables -F` by someone else
+// would, leaving its sets; EnsureShim writes them again.
+func (f *Fake) FlushRules() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shimCfg = nil
+}
