@@ -251,6 +251,12 @@ func (d *DriftChecker) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if step == 0 && d.Rec.View().Last.Time.IsZero() {
+			// The first sync reads the whole kernel itself: a read beside
+			// it would only compete with the cold start, and be dropped.
+			step = -1
+			continue
+		}
 		if step == 0 {
 			rd := d.read(ctx, nil, true)
 			if rd != nil {
