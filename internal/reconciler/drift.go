@@ -245,6 +245,7 @@ func (d *DriftChecker) Run(ctx context.Context) {
 	defer tick.Stop()
 	seed := maphash.MakeSeed()
 	var listed map[model.VSKey]*model.Service // the table read's virtual servers
+	var began time.Time                       // of the rotation under way
 	for step := 0; ; step = (step + 1) % (n + 1) {
 		select {
 		case <-ctx.Done():
@@ -258,6 +259,12 @@ func (d *DriftChecker) Run(ctx context.Context) {
 			continue
 		}
 		if step == 0 {
+			// Reads slower than their tick stretch the rotation, and the
+			// bound with it: say so.
+			if took := time.Since(began); !began.IsZero() && took > d.Period+d.Period/2 {
+				d.log().Warn("drift check: the kernel took longer to read than the sync period", zap.Duration("took", took), zap.Duration("period", d.Period))
+			}
+			began = time.Now()
 			rd := d.read(ctx, nil, true)
 			if rd != nil {
 				listed = rd.obs.State.Services
