@@ -154,9 +154,9 @@ func agentOn(ctx context.Context, c config.Config, node string, dp dataplane.Dat
 
 // syncLoop runs sync on every trigger (coalesced: at most once per
 // --ipvs-min-sync-period) and retries a failed sync with backoff. Drift is
-// found by the drift checker, a part of the kernel at a time, and folded
-// in by the incremental sync its repair cue asks for; only the first sync
-// (and one after a failure) reads the kernel whole.
+// found by the drift checker, which reads the kernel beside the syncs, and
+// folded in by the incremental sync its repair cue asks for; the sync loop
+// reads the kernel whole only at the first sync and after a failed one.
 func syncLoop(c config.Config, trigger <-chan struct{}, sync func(context.Context, bool) (time.Duration, error), repair <-chan struct{}, log *zap.Logger) *runner.Runner {
 	return &runner.Runner{
 		Sync:        sync,
@@ -188,15 +188,12 @@ func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (fun
 	return func() { _ = dp.Close() }, nil
 }
 
-// driftChecker reads the whole kernel once per --ipvs-sync-period, in
-// parts of about a second each (a tick per second), beside the syncs: the
-// bound within which drift made by anyone else is repaired.
+// driftChecker reads the whole kernel once per --ipvs-sync-period beside
+// the syncs, on the views' sockets: the period within which drift made by
+// anyone else is found (kube-proxy's meaning of the flag: how often the
+// rules are refreshed).
 func driftChecker(c config.Config, rec *reconciler.Reconciler, reader dataplane.Reader, log *zap.Logger) *reconciler.DriftChecker {
-	return &reconciler.DriftChecker{
-		Rec: rec, Reader: reader, Period: c.SyncPeriod,
-		Slices: max(int(c.SyncPeriod/time.Second)-1, 1),
-		Log:    log.Named("drift"),
-	}
+	return &reconciler.DriftChecker{Rec: rec, Reader: reader, Period: c.SyncPeriod, Log: log.Named("drift")}
 }
 
 // registerViews registers the scrape-time collectors, which read the

@@ -120,6 +120,11 @@ type Netfilter interface {
 	// iptables-restore only when what is there differs from cfg's rules.
 	// Idempotent; a second call with the same cfg changes nothing.
 	EnsureShim(ctx context.Context, cfg shim.Config) error
+	// ShimInPlace tells, changing nothing, whether EnsureShim(cfg) would
+	// find every family's rules as cfg has them (and so the sets they
+	// match, which the kernel keeps while a rule names them): how the drift
+	// check finds rules someone else flushed without writing any.
+	ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error)
 	// AddSetEntry adds a member to one of the shim's sets (ErrExist when it
 	// is there, ErrNotExist when the set is missing).
 	AddSetEntry(ctx context.Context, e model.SetEntry) error
@@ -241,17 +246,13 @@ func NotTried(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotTried, context.Cause(ctx))
 }
 
-// Reader reads the kernel in parts, so that a check for drift made by
-// anyone else can spread one whole read over time instead of paying for it
-// at once (issue 12). Both dataplanes implement it.
+// Reader is what the drift check reads the kernel through, on sockets of
+// its own beside the syncs, so that a change never waits for a read of the
+// whole kernel (issue 12). Every Dataplane is one.
 type Reader interface {
+	// Observe is Dataplane.Observe: the whole table at once, read the same
+	// way the first sync reads it.
 	Observe(ctx context.Context) (Observation, error)
-	// ObserveServices reads the named virtual servers with their real
-	// servers and counters; a missing one is absent from the result. Its
-	// Addrs and Sets are empty.
-	ObserveServices(ctx context.Context, keys []model.VSKey) (Observation, error)
-	// ObserveTable reads what is not per virtual server: which virtual
-	// servers there are (State.Services, with Reals nil: not read), the
-	// link's addresses and the shim's set members. It has no Conns.
-	ObserveTable(ctx context.Context) (Observation, error)
+	// ShimInPlace is Netfilter.ShimInPlace.
+	ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error)
 }

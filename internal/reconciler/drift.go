@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"time"
 
@@ -18,22 +17,22 @@ import (
 // removed, the rules flushed) is found by a DriftChecker, not by a full
 // resync in the sync loop (issue 12): re-reading 10,000 virtual servers
 // there took seconds, and every change waited for it. The checker reads
-// the kernel a part at a time on its own sockets, beside the syncs, and
-// hands each part to the sync loop, which folds it into its cache and
-// diffs only that part. A sync never waits for a read.
+// the whole kernel once a period on its own sockets, beside the syncs,
+// and hands the read to the sync loop, which folds into its cache only
+// what differs and diffs only that. A sync never waits for a read.
 //
-// A read and a sync may overlap: what the sync loop changed while a part
-// was being read is newer in the cache than in the read, so the fold
-// leaves it out (driftMailbox records it); the next period reads it again.
+// A read and a sync may overlap: what the sync loop changed while the
+// kernel was being read is newer in the cache than in the read, so the
+// fold leaves it out (driftMailbox records it); the next period reads it
+// again.
 
-// driftRead is one part of the kernel as the checker read it.
+// driftRead is the kernel as the checker read it.
 type driftRead struct {
-	keys []model.VSKey // the virtual servers read; absent from obs: missing
-	obs  dataplane.Observation
-	// table: obs holds the link's addresses and the set members, and the
-	// fold repairs the netfilter rules too.
-	table bool
-	done  chan struct{} // closed once the sync loop folded or dropped it
+	obs dataplane.Observation
+	// rulesMissing: the netfilter rules were not as the shim configuration
+	// last ensured has them.
+	rulesMissing bool
+	done         chan struct{} // closed once the sync loop folded or dropped it
 }
 
 // driftMailbox is where the checker and the sync loop meet; it is the only
@@ -44,6 +43,7 @@ type driftMailbox struct {
 	touched plan.Scope // what syncs changed since the read began
 	stale   bool       // a full sync ran since: the read is older than the cache
 	pending *driftRead
+	shim    *shim.Config  // the shim configuration last ensured
 	wake    chan struct{} // the runner's cue to sync (and so fold)
 }
 
@@ -51,11 +51,21 @@ func newDriftMailbox() *driftMailbox {
 	return &driftMailbox{wake: make(chan struct{}, 1)}
 }
 
-// begin opens a read: from now on every sync's changes are recorded.
-func (m *driftMailbox) begin() {
+// begin opens a read: from now on every sync's changes are recorded. It
+// returns the shim configuration to check the rules against (nil: none
+// ensured yet).
+func (m *driftMailbox) begin() *shim.Config {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reading, m.stale, m.touched, m.pending = true, false, plan.NewScope(), nil
+	return m.shim
+}
+
+// ensured records the shim configuration the rules were last written for.
+func (m *driftMailbox) ensured(cfg shim.Config) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shim = &cfg
 }
 
 // abort closes a read that failed.
@@ -136,41 +146,62 @@ func touch(sc plan.Scope, op plan.Op) {
 	}
 }
 
-// foldDrift takes the checker's finished read, if any: every part of it
-// the syncs did not change since it began replaces the cache, and joins
-// scope, so that this sync repairs what someone else changed there. It
+// foldDrift takes the checker's finished read, if any: every virtual
+// server, address and set member the syncs did not change since it began
+// and that differs from the cache replaces the cached one and joins scope,
+// so that this sync repairs what someone else changed. What agrees costs
+// a comparison and no more: no copy, no diff, nothing published. It
 // returns the read (nil if none; Sync closes its done once applied) and
-// how many virtual servers, addresses and set members differed.
+// how many things differed (the rules count as one).
 func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 	rd, touched, stale := r.drift.take()
 	if rd == nil || stale {
+		if rd != nil {
+			rd.rulesMissing = false // the full sync ensured them
+		}
 		return rd, 0
 	}
 	drifted := 0
-	for _, k := range rd.keys {
-		if _, ok := touched.Keys[k]; ok {
-			continue
-		}
-		// Only what differs joins the scope: the cache was in step with
-		// what is wanted, so the rest needs nothing, and an idle fold costs
-		// no diff and no copy of the published view.
-		if r.adopt(k, rd.obs) {
+	read := rd.obs.State.Services
+	for k := range r.observed.Services {
+		if _, ok := read[k]; !ok && r.adoptIfUntouched(k, rd.obs, touched, scope) {
 			drifted++
-			scope.Keys[k] = struct{}{}
 		}
 	}
-	if rd.table {
-		drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
-		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
+	for k := range read {
+		if r.adoptIfUntouched(k, rd.obs, touched, scope) {
+			drifted++
+		}
+	}
+	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
+	drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
+	if rd.rulesMissing {
+		drifted++
 	}
 	return rd, drifted
 }
 
-// adopt replaces the cached virtual server k and its counters with the
-// read's, and tells whether they differed.
+// adoptIfUntouched adopts the read's virtual server k unless a sync
+// changed it during the read, and tells whether it differed.
+func (r *Reconciler) adoptIfUntouched(k model.VSKey, obs dataplane.Observation, touched, scope plan.Scope) bool {
+	if _, ok := touched.Keys[k]; ok {
+		return false
+	}
+	if !r.adopt(k, obs) {
+		return false
+	}
+	scope.Keys[k] = struct{}{}
+	return true
+}
+
+// adopt makes the cached virtual server k and its counters the read's,
+// when they differ, and tells whether they did.
 func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 	have, inKernel := obs.State.Services[k]
 	cached, inCache := r.observed.Services[k]
+	if inKernel == inCache && (!inKernel || have.Equal(cached)) {
+		return false
+	}
 	if inCache {
 		for a := range cached.Reals {
 			delete(r.conns, dataplane.RealRef{VS: k, RS: a})
@@ -178,14 +209,14 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 	}
 	if !inKernel {
 		delete(r.observed.Services, k)
-		return inCache
+		return true
 	}
 	r.observed.Services[k] = have
 	for a := range have.Reals {
 		ref := dataplane.RealRef{VS: k, RS: a}
 		r.conns[ref] = obs.Conns[ref]
 	}
-	return !inCache || !have.Equal(cached)
+	return true
 }
 
 // foldSet makes the cached set agree with the read, except on what the
@@ -221,97 +252,81 @@ func foldSet[K comparable](cache, read, touched, scope map[K]struct{}) int {
 // sync (incrementally) soon.
 func (r *Reconciler) DriftWake() <-chan struct{} { return r.drift.wake }
 
-// DriftChecker reads the kernel in parts, beside the syncs: once per
-// Period every virtual server the agent knows of or the kernel lists, in
-// Slices parts spread evenly over the period, and once the table (which
-// virtual servers exist, the link's addresses, the set members; the fold
-// also checks the netfilter rules). So anything changed by someone else is
-// read within one Period, and repaired by the sync that follows
-// (MinInterval later at most), or one Period after that if the agent
-// itself changed the same virtual server while its part was read.
+// DriftChecker reads the whole kernel once per Period, beside the syncs:
+// every virtual server with its real servers, the link's addresses, the
+// set members, and whether the netfilter rules are in place. So anything
+// changed by someone else is read within one Period (plus the read), and
+// repaired by the sync that follows (MinInterval later at most), or one
+// Period after that if the agent itself changed the same thing while the
+// kernel was being read.
 type DriftChecker struct {
 	Rec    *Reconciler
 	Reader dataplane.Reader // its own sockets: never the sync's
 	Period time.Duration
-	Slices int
 	Log    *zap.Logger
 }
 
-// Run reads a part per tick until ctx ends. Each part waits until the
-// sync loop has folded the one before, so reads never pile up.
+// Run reads the kernel every Period until ctx ends, the first Period
+// after the first sync (which reads the whole kernel itself). A read
+// starts Period after the one before it started, or once the sync loop
+// has folded that one if it took longer: reads never pile up.
 func (d *DriftChecker) Run(ctx context.Context) {
-	n := max(d.Slices, 1)
-	tick := time.NewTicker(max(d.Period/time.Duration(n+1), time.Millisecond))
-	defer tick.Stop()
-	seed := maphash.MakeSeed()
-	var listed map[model.VSKey]*model.Service // the table read's virtual servers
-	var began time.Time                       // of the rotation under way
-	for step := 0; ; step = (step + 1) % (n + 1) {
+	if !d.waitFirstSync(ctx) {
+		return
+	}
+	timer := time.NewTimer(d.Period)
+	defer timer.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-timer.C:
+		}
+		began := time.Now()
+		d.read(ctx)
+		next := d.Period - time.Since(began)
+		if next < 0 {
+			// Reads slower than the period stretch the repair bound with
+			// them: say so.
+			d.log().Warn("drift check: the kernel took longer to read than the sync period",
+				zap.Duration("took", time.Since(began)), zap.Duration("period", d.Period))
+		}
+		timer.Reset(max(next, 0))
+	}
+}
+
+// waitFirstSync waits until a sync has ended; false if ctx ended first.
+func (d *DriftChecker) waitFirstSync(ctx context.Context) bool {
+	tick := time.NewTicker(max(d.Period/30, 10*time.Millisecond))
+	defer tick.Stop()
+	for d.Rec.View().Last.Time.IsZero() {
+		select {
+		case <-ctx.Done():
+			return false
 		case <-tick.C:
 		}
-		if step == 0 && d.Rec.View().Last.Time.IsZero() {
-			// The first sync reads the whole kernel itself: a read beside
-			// it would only compete with the cold start, and be dropped.
-			step = -1
-			continue
-		}
-		if step == 0 {
-			// Reads slower than their tick stretch the rotation, and the
-			// bound with it: say so.
-			if took := time.Since(began); !began.IsZero() && took > d.Period+d.Period/2 {
-				d.log().Warn("drift check: the kernel took longer to read than the sync period", zap.Duration("took", took), zap.Duration("period", d.Period))
-			}
-			began = time.Now()
-			rd := d.read(ctx, nil, true)
-			if rd != nil {
-				listed = rd.obs.State.Services
-			}
-			continue
-		}
-		part := func(k model.VSKey) bool { return int(maphash.Comparable(seed, k)%uint64(n)) == step-1 }
-		d.read(ctx, d.keys(listed, part), false)
 	}
+	return true
 }
 
-// keys are the virtual servers of one part: those the agent wants or knows
-// in the kernel (its last view) and those the last table read listed.
-func (d *DriftChecker) keys(listed map[model.VSKey]*model.Service, in func(model.VSKey) bool) []model.VSKey {
-	var out []model.VSKey
-	seen := map[model.VSKey]bool{}
-	for k := range d.Rec.View().servers.keys() {
-		if in(k) {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
-	for k := range listed {
-		if in(k) && !seen[k] {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// read reads one part, hands it to the sync loop and waits until it is
-// folded. It returns the read, nil if it failed (a doubtful read is
+// read reads the kernel, hands the read to the sync loop and waits until
+// it is folded. It returns the read, nil if it failed (a doubtful read is
 // dropped: it never drives a repair, let alone a prune).
-func (d *DriftChecker) read(ctx context.Context, keys []model.VSKey, table bool) *driftRead {
+func (d *DriftChecker) read(ctx context.Context) *driftRead {
 	m := d.Rec.drift
-	m.begin()
-	rd := &driftRead{keys: keys, table: table, done: make(chan struct{})}
+	cfg := m.begin()
+	rd := &driftRead{done: make(chan struct{})}
 	var err error
-	if table {
-		rd.obs, err = d.Reader.ObserveTable(ctx)
-	} else {
-		rd.obs, err = d.Reader.ObserveServices(ctx, keys)
+	rd.obs, err = d.Reader.Observe(ctx)
+	if err == nil && cfg != nil {
+		var ok bool
+		ok, err = d.Reader.ShimInPlace(ctx, *cfg)
+		rd.rulesMissing = !ok
 	}
 	if err != nil {
 		m.abort()
 		if ctx.Err() == nil {
-			d.log().Warn("drift check: read the kernel", zap.Bool("table", table), zap.Error(err))
+			d.log().Warn("drift check: read the kernel", zap.Error(err))
 		}
 		return nil
 	}

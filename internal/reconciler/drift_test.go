@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -16,6 +17,11 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
+var (
+	webKey = model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
+	dnsKey = model.NewVSKey(model.UDP, netip.MustParseAddr("10.96.0.53"), 53)
+)
+
 // blockingReader reads the fake kernel at once, then holds its answer
 // until released: a drift read that takes as long as the test wants.
 type blockingReader struct {
@@ -24,18 +30,27 @@ type blockingReader struct {
 	release chan struct{}
 }
 
-func (b *blockingReader) ObserveServices(ctx context.Context, keys []model.VSKey) (dataplane.Observation, error) {
-	obs, err := b.Reader.ObserveServices(ctx, keys)
+func (b *blockingReader) Observe(ctx context.Context) (dataplane.Observation, error) {
+	obs, err := b.Reader.Observe(ctx)
 	b.entered <- struct{}{}
 	<-b.release
 	return obs, err
 }
 
-func (b *blockingReader) ObserveTable(ctx context.Context) (dataplane.Observation, error) {
-	obs, err := b.Reader.ObserveTable(ctx)
-	b.entered <- struct{}{}
-	<-b.release
-	return obs, err
+func newBlockingReader(rd dataplane.Reader) *blockingReader {
+	return &blockingReader{Reader: rd, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// foldNext waits for the checker's cue and runs the sync that folds its
+// read.
+func (r *rig) foldNext() Status {
+	r.t.Helper()
+	select {
+	case <-r.rec.DriftWake():
+	case <-time.After(time.Minute): // a hang, not a timing assert
+		r.t.Fatal("the drift read never asked for a sync")
+	}
+	return r.sync(false)
 }
 
 // TestChangeDuringDriftReadIsAppliedWithoutWaiting: while a drift read is
@@ -48,16 +63,14 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 	r.sync(false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-	dns := model.NewVSKey(model.UDP, netip.MustParseAddr("10.96.0.53"), 53)
 	// Someone else deletes dns's real server before the read.
-	if err := r.fake.DeleteReal(ctx, dns, netip.MustParseAddrPort("10.244.1.3:53")); err != nil {
+	if err := r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53")); err != nil {
 		t.Fatal(err)
 	}
-	br := &blockingReader{Reader: r.fake, entered: make(chan struct{}), release: make(chan struct{})}
+	br := newBlockingReader(r.fake)
 	d := &DriftChecker{Rec: r.rec, Reader: br}
 	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx, []model.VSKey{web, dns}, false) }()
+	go func() { read <- d.read(ctx) }()
 	<-br.entered // the read saw the kernel and is stuck
 
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
@@ -66,12 +79,7 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatalf("change not applied while the drift read is stuck: ops %d\n%s", st.Ops, r.fake.Dump())
 	}
 	close(br.release)
-	select {
-	case <-r.rec.DriftWake():
-	case <-time.After(time.Minute): // a hang, not a timing assert
-		t.Fatal("the drift read never asked for a sync")
-	}
-	st = r.sync(false) // folds the read
+	st = r.foldNext()
 	if rd := <-read; rd == nil {
 		t.Fatal("drift read failed")
 	}
@@ -92,31 +100,53 @@ func TestFullSyncMakesDriftReadStale(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	ctx := context.Background()
-	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-	br := &blockingReader{Reader: r.fake, entered: make(chan struct{}), release: make(chan struct{})}
+	br := newBlockingReader(r.fake)
 	d := &DriftChecker{Rec: r.rec, Reader: br}
 	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx, []model.VSKey{web}, false) }()
+	go func() { read <- d.read(ctx) }()
 	<-br.entered
-	if err := r.fake.DeleteService(ctx, web); err != nil { // after the read
+	if err := r.fake.DeleteService(ctx, webKey); err != nil { // after the read
 		t.Fatal(err)
 	}
 	r.sync(true) // repairs it
 	close(br.release)
-	<-r.rec.DriftWake()
-	if st := r.sync(false); st.Drift != 0 || st.Ops != 0 {
+	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 {
 		t.Fatalf("a stale read was folded: %+v", st)
 	}
 	<-read
 	r.expectDump(webAndDNS)
 }
 
+// TestIdleFoldChangesNothing: a read that finds the kernel as the cache
+// has it plans nothing, reads no rules again, and publishes no new
+// virtual server: the view's values are the same ones as before.
+func TestIdleFoldChangesNothing(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	before, _ := r.rec.View().Server(webKey)
+	r.fake.ResetCalls()
+	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	go d.read(context.Background())
+	st := r.foldNext()
+	if st.Drift != 0 || st.Ops != 0 || st.Full {
+		t.Fatalf("idle fold: %+v, want nothing", st)
+	}
+	calls := r.fake.Calls()
+	if calls["Observe"] != 1 || calls["ShimInPlace"] != 1 || calls["EnsureShim"] != 0 || mutating(r.fake) != 1 {
+		t.Fatalf("idle fold calls %v: want one read, one rules check, no write", calls)
+	}
+	if after, _ := r.rec.View().Server(webKey); after != before {
+		t.Fatal("the idle fold published a new copy of a virtual server that did not change")
+	}
+}
+
 // TestForeignChangesRepairedWithinPeriod runs the runner and the drift
 // checker on a fake clock: changes made by someone else to every part of
-// the kernel (a virtual server deleted, a real server deleted or
+// the kernel (a virtual server deleted, a real server deleted, added or
 // reweighted, a VIP unbound, a set member removed, the rules flushed) are
-// all repaired within one period plus the sync's minimum interval, and
-// no full resync runs after the first.
+// each repaired within one period plus the sync's minimum interval, and
+// no full sync runs after the first.
 func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
@@ -134,7 +164,7 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 			},
 			Repair: r.rec.DriftWake(), MinInterval: minInterval,
 		}
-		d := &DriftChecker{Rec: r.rec, Reader: r.fake, Period: period, Slices: 4}
+		d := &DriftChecker{Rec: r.rec, Reader: r.fake, Period: period}
 		done := make(chan struct{}, 2)
 		go func() { _ = run.Run(ctx); done <- struct{}{} }()
 		go func() { d.Run(ctx); done <- struct{}{} }()
@@ -143,16 +173,19 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 		r.expectDump(webAndDNS)
 		want := r.fake.State()
 
-		web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-		dns := model.NewVSKey(model.UDP, netip.MustParseAddr("10.96.0.53"), 53)
 		for i, foreign := range []func() error{
-			func() error { return r.fake.DeleteService(ctx, dns) },
-			func() error { return r.fake.DeleteReal(ctx, web, netip.MustParseAddrPort("10.244.1.2:8080")) },
+			func() error { return r.fake.DeleteService(ctx, dnsKey) },
+			func() error { return r.fake.DeleteReal(ctx, webKey, netip.MustParseAddrPort("10.244.1.2:8080")) },
 			func() error {
-				return r.fake.UpdateReal(ctx, web, model.RealServer{Addr: netip.MustParseAddrPort("10.244.2.2:8080"), Weight: 7})
+				return r.fake.AddReal(ctx, webKey, model.RealServer{Addr: netip.MustParseAddrPort("10.244.9.9:8080"), Weight: 1})
+			},
+			func() error {
+				return r.fake.UpdateReal(ctx, webKey, model.RealServer{Addr: netip.MustParseAddrPort("10.244.2.2:8080"), Weight: 7})
 			},
 			func() error { return r.fake.DeleteAddr(ctx, netip.MustParseAddr("10.96.0.53")) },
-			func() error { return r.fake.DeleteSetEntry(ctx, shim.Entry(shim.ClusterIP, web.Addr, model.TCP, 80)) },
+			func() error {
+				return r.fake.DeleteSetEntry(ctx, shim.Entry(shim.ClusterIP, webKey.Addr, model.TCP, 80))
+			},
 			func() error { r.fake.FlushRules(); return nil },
 		} {
 			if err := foreign(); err != nil {
@@ -174,4 +207,29 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 		<-done
 		<-done
 	})
+}
+
+// TestFailedDriftReadRepairsNothing: a read that fails is dropped; the
+// sync loop is not woken and the cache is left as it was.
+func TestFailedDriftReadRepairsNothing(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	ctx := context.Background()
+	if err := r.fake.DeleteService(ctx, dnsKey); err != nil {
+		t.Fatal(err)
+	}
+	r.fake.FailNext("Observe", errors.New("interrupted dump"))
+	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	if rd := d.read(ctx); rd != nil {
+		t.Fatal("a failed read was handed over")
+	}
+	select {
+	case <-r.rec.DriftWake():
+		t.Fatal("a failed read woke the sync loop")
+	default:
+	}
+	if st := r.sync(false); st.Drift != 0 || st.Ops != 0 {
+		t.Fatalf("sync after a failed read: %+v, want nothing", st)
+	}
 }

@@ -43,9 +43,10 @@ type Status struct {
 }
 
 // Sync brings the kernel in step with the store. full forces a fresh
-// observe of the kernel and a diff of everything, which repairs drift made
-// by anyone else; otherwise only the Services that changed (and draining
-// real servers) are diffed against the cached observed state.
+// observe of the kernel and a diff of everything; otherwise only the
+// Services that changed, draining real servers and whatever the drift
+// checker's last read found changed by someone else (drift.go) are diffed
+// against the cached observed state.
 func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	st := Status{Time: r.opt.Now()}
 	synced := r.opt.Store.Synced()
@@ -68,9 +69,9 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if r.opt.DryRun {
 		return r.finish(st, r.print(ops))
 	}
-	// The rules are repaired on a full sync and on the drift check's table
-	// read, and written when their configuration changed.
-	if st.Full || (r.folded != nil && r.folded.table) || !shimCfg.Equal(r.shimCfg) {
+	// The rules are repaired on a full sync and when the drift check found
+	// them changed, and written when their configuration changed.
+	if st.Full || (r.folded != nil && r.folded.rulesMissing) || !shimCfg.Equal(r.shimCfg) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
 	out := r.apply(ctx, ops)
@@ -118,6 +119,7 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 		return err
 	}
 	r.shimCfg = cfg
+	r.drift.ensured(cfg)
 	return nil
 }
 

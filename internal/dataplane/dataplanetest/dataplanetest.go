@@ -38,7 +38,6 @@ func Run(t *testing.T, newDP Factory) {
 		{"Conntrack", conntrackTests},
 		{"Observe", observeTests},
 		{"Batch", batchTests},
-		{"ObserveParts", partsTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { runTests(t, g.tests, newDP) })

@@ -29,6 +29,7 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"SetMembers", testSetMembers},
 	{"EnsureKeepsMembers", testEnsureKeepsMembers},
 	{"DeleteShim", testDeleteShim},
+	{"ShimInPlace", testShimInPlace},
 	{"SetMemberMustFit", testSetMemberMustFit},
 	{"NetworksReadBack", testNetworksReadBack},
 	{"ZeroPrefixRefused", testZeroPrefixRefused},
@@ -164,6 +165,37 @@ func testDeleteShim(t *testing.T, nf dataplane.Netfilter) {
 	}
 	mustFailWith(t, "add after delete", nf.AddSetEntry(ctx, shimMembers()[0]), dataplane.ErrNotExist)
 	must(t, "delete shim again", nf.DeleteShim(ctx))
+}
+
+// testShimInPlace: the drift check's read of the rules tells whether
+// they are as a configuration has them, and writes nothing: before the
+// first EnsureShim, after it, for a configuration other than the one
+// written (checked without rewriting them), and after DeleteShim.
+func testShimInPlace(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	other := dualStack
+	other.MasqueradeAll = true
+	inPlace := func(what string, cfg shim.Config, want bool) {
+		t.Helper()
+		got, err := nf.ShimInPlace(ctx, cfg)
+		must(t, what, err)
+		if got != want {
+			t.Fatalf("%s: in place %v, want %v", what, got, want)
+		}
+	}
+	inPlace("before ensure", dualStack, false)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	inPlace("after ensure", dualStack, true)
+	inPlace("another config", other, false)
+	inPlace("after checking another config", dualStack, true)
+	must(t, "ensure another config", nf.EnsureShim(ctx, other))
+	inPlace("the other config written", other, true)
+	inPlace("the first config replaced", dualStack, false)
+	must(t, "delete shim", nf.DeleteShim(ctx))
+	inPlace("after delete", other, false)
+	if _, err := nf.ShimInPlace(ctx, shim.Config{Families: dualStack.Families, PodInterface: "a-very-long-name+"}); err == nil {
+		t.Fatal("a configuration iptables would refuse was checked without error")
+	}
 }
 
 func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {

@@ -128,7 +128,13 @@ func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
 	}
 	obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
 	for k, svc := range f.services {
-		f.observeService(k, svc, &obs)
+		c := svc.Clone()
+		c.Flags |= model.FlagHashed
+		obs.State.Services[k] = c
+		for a := range svc.Reals {
+			ref := dataplane.RealRef{VS: k, RS: a}
+			obs.Conns[ref] = f.conns[ref]
+		}
 	}
 	maps.Copy(obs.State.Addrs, f.addrs)
 	obs.State.Sets = f.members()

@@ -37,6 +37,28 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 	return nil
 }
 
+// ShimInPlace tells whether the rules were written for cfg (and not
+// flushed since) and cfg's sets exist, as EnsureShim(cfg) would find them.
+func (f *Fake) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "ShimInPlace", cfg); err != nil {
+		return false, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	if f.shimCfg == nil || !f.shimCfg.Equal(cfg) {
+		return false, nil
+	}
+	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
+		if _, ok := f.sets[def.Name]; !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // AddSetEntry adds a member: ErrNotExist without its set, ErrExist when
 // it is there.
 func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {

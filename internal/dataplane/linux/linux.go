@@ -70,8 +70,6 @@ type Dataplane struct {
 
 	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
 	calls *calls[*handles]
-	// genl is the reader of the partial reads (observe.go).
-	genl genlReader
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -223,7 +221,6 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 // Close releases the sockets; later calls fail.
 func (d *Dataplane) Close() error {
 	d.calls.close()
-	d.genl.close()
 	d.Shim.close()
 	return nil
 }

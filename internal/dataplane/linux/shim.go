@@ -286,6 +286,30 @@ func (s *Shim) ensure(ctx context.Context, cfg shim.Config) error {
 	return nil
 }
 
+// ShimInPlace reads each family's rules, as ensure does, and tells
+// whether they are all as cfg has them. It writes nothing. A family whose
+// tool is missing is skipped, as ensure skips it.
+func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
+		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
+			continue
+		}
+		saved, err := s.save(ctx, v6)
+		if err != nil {
+			return false, fmt.Errorf("read iptables rules: %w", err)
+		}
+		if ok, _ := shim.Rules(cfg, v6).Plan(saved); !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // ensureSets creates the sets cfg needs that are missing. Creating an
 // existing set is refused by the kernel (the request is exclusive), which
 // here just means it is there.
