@@ -255,10 +255,10 @@ func (r *Reconciler) DriftWake() <-chan struct{} { return r.drift.wake }
 // DriftChecker reads the whole kernel once per Period, beside the syncs:
 // every virtual server with its real servers, the link's addresses, the
 // set members, and whether the netfilter rules are in place. So anything
-// changed by someone else is read within one Period (plus the read), and
-// repaired by the sync that follows (MinInterval later at most), or one
-// Period after that if the agent itself changed the same thing while the
-// kernel was being read.
+// changed by someone else is read within one Period and two reads' time
+// (the read under way may have missed it), and repaired by the sync that
+// follows (MinInterval later at most), or one Period and a read later if
+// the agent itself changed the same thing while the kernel was being read.
 type DriftChecker struct {
 	Rec    *Reconciler
 	Reader dataplane.Reader // its own sockets: never the sync's
@@ -268,8 +268,9 @@ type DriftChecker struct {
 
 // Run reads the kernel every Period until ctx ends, the first Period
 // after the first sync (which reads the whole kernel itself). A read
-// starts Period after the one before it started, or once the sync loop
-// has folded that one if it took longer: reads never pile up.
+// starts Period after the one before it was folded, so that a kernel slow
+// to read (a large table under emulation) costs at most its share of each
+// period and reads never pile up; the bound stretches by a read's time.
 func (d *DriftChecker) Run(ctx context.Context) {
 	if !d.waitFirstSync(ctx) {
 		return
@@ -284,14 +285,11 @@ func (d *DriftChecker) Run(ctx context.Context) {
 		}
 		began := time.Now()
 		d.read(ctx)
-		next := d.Period - time.Since(began)
-		if next < 0 {
-			// Reads slower than the period stretch the repair bound with
-			// them: say so.
+		if took := time.Since(began); took > d.Period {
 			d.log().Warn("drift check: the kernel took longer to read than the sync period",
-				zap.Duration("took", time.Since(began)), zap.Duration("period", d.Period))
+				zap.Duration("took", took), zap.Duration("period", d.Period))
 		}
-		timer.Reset(max(next, 0))
+		timer.Reset(d.Period)
 	}
 }
 

@@ -155,3 +155,39 @@ func TestNoPeriodWaitsForTriggers(t *testing.T) {
 		}
 	})
 }
+
+// TestNoPeriodFailureReadsWholeAgain: with Period zero a failed sync is
+// retried as a full one after its backoff (the cache is in doubt), a
+// Repair cue during the backoff waits for it, and once a sync succeeds
+// nothing full runs again.
+func TestNoPeriodFailureReadsWholeAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &harness{start: time.Now(), fail: func(n int) error {
+			if n == 1 {
+				return errors.New("kernel said no")
+			}
+			return nil
+		}}
+		trigger, repair := make(chan struct{}, 1), make(chan struct{}, 1)
+		r := &Runner{Sync: h.sync, Trigger: trigger, Repair: repair, MinInterval: time.Second, Backoff: 4 * time.Second, MaxBackoff: 8 * time.Second}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		time.Sleep(time.Minute)
+		trigger <- struct{}{} // fails
+		time.Sleep(time.Second)
+		repair <- struct{}{} // within the backoff
+		time.Sleep(10 * time.Minute)
+		cancel()
+		<-done
+		want := []call{{at: 0, full: true}, {at: time.Minute, full: false}, {at: time.Minute + 4*time.Second, full: true}}
+		if len(h.calls) != len(want) {
+			t.Fatalf("calls %+v, want %+v", h.calls, want)
+		}
+		for i := range want {
+			if h.calls[i] != want[i] {
+				t.Fatalf("calls %+v, want %+v", h.calls, want)
+			}
+		}
+	})
+}
