@@ -9,7 +9,7 @@
 #   scripts/resync-vm.sh REV...          # and the agent at each git revision, first
 #
 # Settings (environment): RESYNC_SERVICES (10000), RESYNC_IDLE (60 s),
-# RESYNC_CHANGES (20), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
+# RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (180 s), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
 # at 10,000 Services it takes 15-30 minutes under emulation.
 set -euo pipefail
 
@@ -31,7 +31,7 @@ adds+=(--add "$work/kube-ipvs-new:/usr/local/bin/kube-ipvs-new")
 tools+=(new)
 
 envs=(--env "RESYNC_TOOLS=${tools[*]}")
-for v in RESYNC_SERVICES RESYNC_IDLE RESYNC_CHANGES; do
+for v in RESYNC_SERVICES RESYNC_IDLE RESYNC_CHANGES RESYNC_REPAIR_LIMIT; do
   [ -n "${!v:-}" ] && envs+=(--env "$v=${!v}")
 done
 start=$(date +%s)

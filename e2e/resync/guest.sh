@@ -7,7 +7,7 @@
 #   idle   CPU over $RESYNC_IDLE s once it is quiet, and the full syncs in it;
 #   change $RESYNC_CHANGES new Services written 2 s apart, each timed from
 #          its file's write to `ipvsadm -Ln -t VIP` showing its real server;
-#   drift  someone else's changes, each timed until repaired (90 s at most):
+#   drift  someone else's changes, each timed until repaired ($REPAIR s at most):
 #          ipvsadm -d (a real server), ipvsadm -D (a virtual server), an
 #          address deleted from kube-ipvs0, an ipset member deleted;
 #   rss    VmHWM and VmRSS at the end.
@@ -16,6 +16,7 @@ set -u
 N=${RESYNC_SERVICES:-10000}
 IDLE=${RESYNC_IDLE:-60}
 CHANGES=${RESYNC_CHANGES:-20}
+REPAIR=${RESYNC_REPAIR_LIMIT:-180}
 TOOLS=${RESYNC_TOOLS:-new}
 M=/tmp/manifests
 now() { awk '{print $1}' /proc/uptime; }
@@ -72,7 +73,7 @@ for tool in $TOOLS; do
   log=/tmp/$tool.log
   rm -f $M/chg-*.yaml
   t0=$(now)
-  $bin agent --manifests $M --hostname-override node-a --debug-address 127.0.0.1:10247 >$log 2>&1 &
+  $bin agent --manifests $M --hostname-override node-a --debug-address 127.0.0.1:10247 --log-level debug >$log 2>&1 &
   pid=$!
   until grep -q 'synced.*"full": true' $log; do
     kill -0 $pid 2>/dev/null || { echo "resync-vm: $tool died"; tail -5 $log; break; }
@@ -85,6 +86,10 @@ for tool in $TOOLS; do
   c0=$(cpu $pid); sleep "$IDLE"; c1=$(cpu $pid)
   idle=$(sub "$c1" "$c0"); fulls=$(($(grep -c 'synced.*"full": true' $log) - fulls0))
   echo "resync-vm: $tool idle $idle CPU-s over $IDLE s ($fulls full syncs)"
+  # The last whole read by part (IPVS, addresses, sets) and the drift
+  # check's read with its rules check, from the debug log.
+  grep '"observed"' $log | tail -1
+  grep 'drift check read the kernel' $log | tail -1
 
   : >/tmp/lat
   c0=$(cpu $pid)
@@ -119,13 +124,13 @@ CHG
   # Someone else's changes, on Services far apart in the table.
   v1=$(vip $((N / 4))); v2=$(vip $((N / 2))); v3=$(vip $((3 * N / 4))); v4=$(vip $((N - 1)))
   ipvsadm -d -t $v1:80 -r $(ep $((N / 4)) 0):8080
-  rdel=$(waitfor 90 hasreal $v1:80 $(ep $((N / 4)) 0):8080)
+  rdel=$(waitfor $REPAIR hasreal $v1:80 $(ep $((N / 4)) 0):8080)
   ipvsadm -D -t $v2:80
-  vdel=$(waitfor 90 hasreal $v2:80 $(ep $((N / 2)) 1):8080)
+  vdel=$(waitfor $REPAIR hasreal $v2:80 $(ep $((N / 2)) 1):8080)
   iproute2-ip addr del $v3/32 dev kube-ipvs0
-  adel=$(waitfor 90 hasaddr $v3)
+  adel=$(waitfor $REPAIR hasaddr $v3)
   ipset del KUBE-IPVS-CLUSTER-IP $v4,tcp:80
-  mdel=$(waitfor 90 hasmember $v4,tcp:80)
+  mdel=$(waitfor $REPAIR hasmember $v4,tcp:80)
   # What one check of the netfilter rules costs (both families, as a
   # drift check's table read and a full sync run it).
   s=$(now)

@@ -314,13 +314,16 @@ func (d *DriftChecker) read(ctx context.Context) *driftRead {
 	m := d.Rec.drift
 	cfg := m.begin()
 	rd := &driftRead{done: make(chan struct{})}
+	began := time.Now()
 	var err error
 	rd.obs, err = d.Reader.Observe(ctx)
+	read := time.Since(began)
 	if err == nil && cfg != nil {
 		var ok bool
 		ok, err = d.Reader.ShimInPlace(ctx, *cfg)
 		rd.rulesMissing = !ok
 	}
+	d.log().Debug("drift check read the kernel", zap.Duration("table", read), zap.Duration("rules", time.Since(began)-read))
 	if err != nil {
 		m.abort()
 		if ctx.Err() == nil {

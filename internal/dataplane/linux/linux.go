@@ -193,11 +193,14 @@ func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) err
 // and the shim's set members. Any failure fails the whole read: a partial
 // dump must never look like a table that lost services.
 func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
+	var took [3]time.Duration // IPVS, the link's addresses, the sets
+	began := time.Now()
 	obs, err := call(ctx, d.calls, "observe", func(h *handles) (dataplane.Observation, error) {
 		obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
 		if err := dumpIPVS(h.ipvs, &obs); err != nil {
 			return dataplane.Observation{}, err
 		}
+		took[0] = time.Since(began)
 		addrs, err := d.listAddrs(h)
 		if err != nil {
 			return dataplane.Observation{}, err
@@ -205,16 +208,24 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 		for _, a := range addrs {
 			obs.State.Addrs[a] = struct{}{}
 		}
+		took[1] = time.Since(began) - took[0]
 		return obs, nil
 	})
 	if err != nil {
 		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
 	}
+	setsBegan := time.Now()
 	sets, err := d.SetEntries(ctx)
 	if err != nil {
 		return dataplane.Observation{}, fmt.Errorf("observe the kernel: %w", err)
 	}
 	obs.State.Sets = sets
+	took[2] = time.Since(setsBegan)
+	// What a whole read costs by part: the drift check's repair bound
+	// grows with it (README, "Drift made by anyone else").
+	d.log.Debug("observed", zap.Int("services", len(obs.State.Services)), zap.Duration("ipvs", took[0]),
+		zap.Int("addrs", len(obs.State.Addrs)), zap.Duration("addrs_took", took[1]),
+		zap.Int("set_members", len(sets)), zap.Duration("sets", took[2]))
 	return obs, nil
 }
 
