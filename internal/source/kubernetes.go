@@ -220,7 +220,7 @@ func (h handlers) node() cache.ResourceEventHandler {
 }
 
 // changed calls set unless the update is an informer resync of an object
-// that did not change: the reconciler has its own periodic resync, and a
+// that did not change: the reconciler has its own periodic drift check, and a
 // resync marking every Service dirty would defeat "cost follows the change".
 func changed(old, obj any, set func(any)) {
 	o, ok1 := old.(metav1.Object)
