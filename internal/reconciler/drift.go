@@ -163,14 +163,22 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 	}
 	drifted := 0
 	read := rd.obs.State.Services
-	for k := range r.observed.Services {
-		if _, ok := read[k]; !ok && r.adoptIfUntouched(k, rd.obs, touched, scope) {
+	cached, matched := len(r.observed.Services), 0
+	for k := range read {
+		if _, ok := r.observed.Services[k]; ok {
+			matched++
+		}
+		if r.adoptIfUntouched(k, rd.obs, touched, scope) {
 			drifted++
 		}
 	}
-	for k := range read {
-		if r.adoptIfUntouched(k, rd.obs, touched, scope) {
-			drifted++
+	// Every cached one the read also holds: none can be missing from it,
+	// and the idle fold walks the table once, not twice.
+	if matched < cached {
+		for k := range r.observed.Services {
+			if _, ok := read[k]; !ok && r.adoptIfUntouched(k, rd.obs, touched, scope) {
+				drifted++
+			}
 		}
 	}
 	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
@@ -222,7 +230,7 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 // foldSet makes the cached set agree with the read, except on what the
 // syncs changed since, and adds what differed to scope.
 func foldSet[K comparable](cache, read, touched, scope map[K]struct{}) int {
-	n := 0
+	n, cached, matched := 0, len(cache), 0
 	fix := func(k K, in bool) {
 		if _, ok := touched[k]; ok {
 			return
@@ -236,9 +244,14 @@ func foldSet[K comparable](cache, read, touched, scope map[K]struct{}) int {
 		n++
 	}
 	for k := range read {
-		if _, ok := cache[k]; !ok {
+		if _, ok := cache[k]; ok {
+			matched++
+		} else {
 			fix(k, true)
 		}
+	}
+	if matched == cached {
+		return n // each cached one is in the read: none is missing from it
 	}
 	for k := range cache {
 		if _, ok := read[k]; !ok {
