@@ -2,7 +2,7 @@
 // against the cached observed state, apply the operations, and keep the
 // cache in step with what was applied. A full observe of the kernel happens
 // at start and after a failure of the kernel as a whole; drift made by
-// anyone else is found by a DriftChecker reading the kernel in parts
+// anyone else is found by a DriftChecker reading the kernel once a period
 // beside the syncs (drift.go), never by a full read that changes wait for.
 package reconciler
 

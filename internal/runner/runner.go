@@ -22,7 +22,7 @@ type Runner struct {
 	Repair      <-chan struct{}
 	MinInterval time.Duration
 	// Period is how often a full resync runs; zero: never after the first
-	// (the agent's drift checker reads the kernel instead, in parts).
+	// (the agent's drift checker reads the kernel instead, beside the syncs).
 	Period time.Duration
 	// Backoff is the first retry delay after a failure, doubled per failure
 	// up to MaxBackoff.
