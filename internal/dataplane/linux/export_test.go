@@ -60,3 +60,6 @@ func ListingShows(k model.VSKey) bool {
 	_, ok := readProcIPVS().reals(k)
 	return ok
 }
+
+// IPSetNames is ipsetNames: the kernel's set names, without members.
+var IPSetNames = ipsetNames

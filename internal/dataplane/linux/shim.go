@@ -549,20 +549,18 @@ func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMat
 
 // destroySets destroys every set whose name matches.
 func (s *Shim) destroySets(ctx context.Context, match func(string) bool) error {
-	all, err := call(ctx, s.ipsets, "list ipsets", func(h ipsetHandle) ([]netlink.IPSetResult, error) {
-		return h.IpsetListAll()
-	})
+	names, err := ipsetNames(ctx)
 	if err != nil {
 		return fmt.Errorf("list ipsets: %w", err)
 	}
 	var errs []error
-	for _, set := range all {
-		if !match(set.SetName) {
+	for _, name := range names {
+		if !match(name) {
 			continue
 		}
-		err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(set.SetName) })
+		err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(name) })
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", set.SetName, err))
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -463,3 +463,35 @@ func TestShimReadBackCatchesLostPrefix(t *testing.T) {
 		t.Fatalf("control: a /8 member: %v", err)
 	}
 }
+
+// TestIPSetNamesOnce: the names-only listing DeleteShim destroys sets by
+// names each set once, a set whose members span many netlink messages
+// (100,000, as LOOP-BACK holds at 10,000 Services × 10 endpoints) too, and
+// reads none of its members.
+func TestIPSetNamesOnce(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	if _, err := exec.LookPath("ipset"); err != nil {
+		skipOrFail(t, "ipset not installed")
+	}
+	var in strings.Builder
+	in.WriteString("create big hash:ip,port,ip maxelem 1048576\ncreate small hash:ip\nadd small 10.0.0.1\n")
+	for i := range 100000 {
+		fmt.Fprintf(&in, "add big 10.%d.%d.%d,tcp:8080,10.%d.%d.%d\n", 128+i>>16, byte(i>>8), byte(i), 128+i>>16, byte(i>>8), byte(i))
+	}
+	cmd := exec.Command("ipset", "restore")
+	cmd.Stdin = strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ipset restore: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = exec.Command("ipset", "destroy").CombinedOutput() })
+	names, err := linux.IPSetNames(ctx30(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if want := []string{"big", "small"}; !slices.Equal(names, want) {
+		t.Fatalf("set names %q, want %q", names, want)
+	}
+}
