@@ -23,7 +23,8 @@ func TestBadInput(t *testing.T) {
 	s.cleanupService(t, fixed)
 
 	// unchangedAfter makes a bad file and requires the agent to report it
-	// and then run a full sync that changes nothing; unchanged writes one.
+	// and then check the whole kernel without changing anything;
+	// unchanged writes one.
 	unchangedAfter := func(t *testing.T, file string, change func(), reported func(logEntry) bool) {
 		t.Helper()
 		before := saveTable(t)
@@ -34,8 +35,8 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("the agent did not report the bad %s: %v", file, err)
 		}
 		t.Logf("agent reported: %s", e)
-		if _, err := s.agent.waitLog(next, settle, isFullSync); err != nil {
-			t.Fatalf("no full sync after the report: %v", err)
+		if _, err := s.agent.waitLog(next, settle, isCheck); err != nil {
+			t.Fatalf("no check of the kernel after the report: %v", err)
 		}
 		for _, e := range s.agent.since(mark) {
 			if isSync(e) && e.int("ops") != 0 {

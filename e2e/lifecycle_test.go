@@ -81,13 +81,14 @@ func TestLifecycle(t *testing.T) {
 		if err := s.startAgent(); err != nil {
 			t.Fatalf("restarting the agent: %v", err)
 		}
-		// Two full syncs: the start and one periodic resync.
+		// Two checks of the whole kernel: the start's full sync and one
+		// periodic drift check.
 		_, next, err := s.agent.waitLogAt(0, settle, isFullSync)
 		if err == nil {
-			_, err = s.agent.waitLog(next, settle, isFullSync)
+			_, err = s.agent.waitLog(next, settle, isCheck)
 		}
 		if err != nil {
-			t.Fatalf("waiting for two full syncs of the restarted agent: %v", err)
+			t.Fatalf("waiting for the restarted agent's full sync and a drift check: %v", err)
 		}
 		ops, syncs := 0, 0
 		for _, e := range s.agent.since(0) {
@@ -128,20 +129,20 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a foreign virtual server survives resyncs", func(t *testing.T) {
-		// Full syncs run every syncPeriod; wait for two that started
-		// after the foreign rules went in.
+		// A drift check reads the whole kernel every syncPeriod; wait
+		// for two folded after the foreign rules went in.
 		n := 0
 		_, err := waitFor(settle, func() (bool, string) {
 			n = 0
 			for _, e := range s.agent.since(0) {
-				if isFullSync(e) && entryTime(e).After(foreignSince) {
+				if isCheck(e) && entryTime(e).After(foreignSince) {
 					n++
 				}
 			}
-			return n >= 2, fmt.Sprintf("%d full syncs", n)
+			return n >= 2, fmt.Sprintf("%d drift checks", n)
 		})
 		if err != nil {
-			t.Fatalf("waiting for two full syncs: %v", err)
+			t.Fatalf("waiting for two drift checks: %v", err)
 		}
 		have := map[string]bool{}
 		for _, l := range saveTable(t) {
@@ -149,10 +150,10 @@ func TestLifecycle(t *testing.T) {
 		}
 		for _, r := range foreignRules {
 			if !have[r] {
-				t.Errorf("the hand-added rule %q is gone after full resyncs", r)
+				t.Errorf("the hand-added rule %q is gone after drift checks", r)
 			}
 		}
-		t.Logf("after %d full syncs the hand-added %s is intact", n, foreign)
+		t.Logf("after %d drift checks the hand-added %s is intact", n, foreign)
 	})
 }
 

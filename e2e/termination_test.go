@@ -57,9 +57,9 @@ func TestGracefulTermination(t *testing.T) {
 		// Removed from the slice: the agent keeps it draining at weight 0.
 		mark := s.agent.mark()
 		s.put(t, svc.with(eps[1:]...))
-		e, err := s.agent.waitLog(mark, settle, func(e logEntry) bool { return isFullSync(e) && e.int("draining") > 0 })
+		e, err := s.agent.waitLog(mark, settle, func(e logEntry) bool { return isSync(e) && e.int("draining") > 0 })
 		if err != nil {
-			t.Fatalf("no full sync counting a draining real server after the removal: %v", err)
+			t.Fatalf("no sync counting a draining real server after the removal: %v", err)
 		}
 		t.Logf("after the removal the agent reports: %s", e)
 		tab, err := readTable()

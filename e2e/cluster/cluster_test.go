@@ -182,7 +182,7 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	})
 
 	// An endpoint replaced: the old one drains at weight 0 until the agent
-	// sees it has no connections (known at the next full sync), then goes.
+	// sees it has no connections (read at each drain recheck), then goes.
 	updateSlice(ctx, t, admin, "web-1", "10.244.1.2", "10.244.1.4")
 	step("EndpointSlice update to ipvsadm showing it", func(tab Table) bool {
 		return hasReals(tab, "-t 10.96.10.10:80", map[string]int{"10.244.1.2:8080": 1, "10.244.1.4:8080": 1}) ||

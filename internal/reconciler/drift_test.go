@@ -78,13 +78,16 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 	if st.Ops == 0 || !strings.Contains(r.fake.Dump(), "10.244.3.2:8080") {
 		t.Fatalf("change not applied while the drift read is stuck: ops %d\n%s", st.Ops, r.fake.Dump())
 	}
+	if st.Checked {
+		t.Fatal("a sync with no read to fold says it checked the kernel")
+	}
 	close(br.release)
 	st = r.foldNext()
 	if rd := <-read; rd == nil {
 		t.Fatal("drift read failed")
 	}
-	if st.Failed != 0 || st.Drift != 1 {
-		t.Fatalf("fold: %+v, want one drifted virtual server and no failure", st)
+	if st.Failed != 0 || st.Drift != 1 || !st.Checked {
+		t.Fatalf("fold: %+v, want a checked sync, one drifted virtual server and no failure", st)
 	}
 	two := "  -a -t 10.96.0.10:80 -r 10.244.2.2:8080 -m -w 1\n"
 	r.expectDump(strings.Replace(webAndDNS, two, two+"  -a -t 10.96.0.10:80 -r 10.244.3.2:8080 -m -w 1\n", 1))

@@ -33,6 +33,9 @@ type Status struct {
 	// earlier) and are retried with backoff; they do not fail the sync.
 	Failing  int
 	Draining int
+	// Checked: this sync compared the whole kernel with its cache (a full
+	// sync's own read, or a drift check's read folded in).
+	Checked bool
 	// Drift counts the virtual servers, addresses and set members a drift
 	// check found changed by someone else, repaired by this sync.
 	Drift    int
@@ -138,6 +141,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	} else {
 		r.folded, st.Drift = r.foldDrift(scope)
 	}
+	st.Checked = st.Full || r.folded != nil
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
@@ -168,8 +172,15 @@ func (r *Reconciler) finish(st Status, err error) (Status, error) {
 		r.needFull = true
 		return st, err
 	}
-	if st.Ops > 0 || st.Full && r.log.Core().Enabled(zap.DebugLevel) {
-		r.log.Info("synced", zap.Bool("full", st.Full), zap.Int("services", st.Services),
+	// One Info line per sync that changed something; at debug level every
+	// sync has its line, so a quiet one (a drift check that found nothing,
+	// a drain recheck) can be seen too.
+	level := zap.DebugLevel
+	if st.Ops > 0 {
+		level = zap.InfoLevel
+	}
+	if ce := r.log.Check(level, "synced"); ce != nil {
+		ce.Write(zap.Bool("full", st.Full), zap.Bool("checked", st.Checked), zap.Int("services", st.Services),
 			zap.Int("ops", st.Ops), zap.Int("draining", st.Draining), zap.Int("drift", st.Drift), zap.Duration("took", st.Duration))
 	}
 	return st, nil
