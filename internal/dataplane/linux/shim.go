@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
@@ -355,49 +354,17 @@ func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, err
 }
 
 // members lists the members of one set (ErrNotExist when it is missing).
+// Only the shim's lock orders it with the other set calls: it reads on a
+// socket of its own (ipsetlist.go).
 func (s *Shim) members(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error) {
-	res, err := call(ctx, s.ipsets, "list ipset", func(h ipsetHandle) (*netlink.IPSetResult, error) {
-		return h.IpsetList(def.Name)
-	})
+	out, err := ipsetMembers(ctx, def)
 	if errors.Is(err, syscall.ENOENT) {
 		return nil, fmt.Errorf("list ipset %s: %w: %w", def.Name, dataplane.ErrNotExist, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list ipset %s: %w", def.Name, err)
 	}
-	out := make([]model.SetEntry, 0, len(res.Entries))
-	for _, ne := range res.Entries {
-		e, err := fromIPSetEntry(def, ne)
-		if err != nil {
-			return nil, fmt.Errorf("read member of ipset %s: %w", def.Name, err)
-		}
-		out = append(out, e)
-	}
 	return out, nil
-}
-
-// fromIPSetEntry reads a kernel member of one of our sets.
-func fromIPSetEntry(def shim.SetDef, ne netlink.IPSetEntry) (model.SetEntry, error) {
-	addr, ok := netip.AddrFromSlice(ne.IP)
-	if ok && def.Type == shim.HashIP {
-		return model.SetEntry{Set: def.Name, Addr: addr.Unmap()}, nil
-	}
-	if !ok || ne.Port == nil || ne.Protocol == nil {
-		return model.SetEntry{}, fmt.Errorf("member %+v lacks an address, port or protocol", ne)
-	}
-	e := model.SetEntry{Set: def.Name, Addr: addr.Unmap(), Proto: model.Protocol(*ne.Protocol), Port: *ne.Port}
-	if def.Type == shim.HashIPPortIP || def.Type == shim.HashIPPortNet {
-		a2, ok := netip.AddrFromSlice(ne.IP2)
-		if !ok {
-			return model.SetEntry{}, fmt.Errorf("member %+v lacks its second address", ne)
-		}
-		if def.Type == shim.HashIPPortIP {
-			e.Addr2 = a2.Unmap()
-		} else {
-			e.Net = netip.PrefixFrom(a2.Unmap(), int(ne.CIDR2))
-		}
-	}
-	return e, nil
 }
 
 // toIPSetEntry is the netlink form of a member. A hash:ip member (no
