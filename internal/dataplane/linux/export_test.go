@@ -63,3 +63,10 @@ func ListingShows(k model.VSKey) bool {
 
 // IPSetNames is ipsetNames: the kernel's set names, without members.
 var IPSetNames = ipsetNames
+
+// RuleReads counts the rulesets ShimInPlace read with iptables-save.
+func (s *Shim) RuleReads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ruleReads
+}

@@ -50,7 +50,7 @@ func ipsetNames(ctx context.Context) ([]string, error) {
 	var names []string
 	seen := map[string]bool{}
 	for _, m := range msgs {
-		err := eachIPSetAttr(m, func(typ uint16, v []byte) error {
+		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			if name := cString(v); typ == ipsetAttrName && !seen[name] {
 				seen[name] = true
 				names = append(names, name)
@@ -76,7 +76,7 @@ func ipsetMembers(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error
 	}
 	var out []model.SetEntry
 	for _, m := range msgs {
-		err := eachIPSetAttr(m, func(typ uint16, v []byte) error {
+		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			if typ != ipsetAttrADT {
 				return nil
 			}
@@ -192,6 +192,14 @@ func ipsetDump(ctx context.Context, ae *netlink.AttributeEncoder) ([]netlink.Mes
 	if err != nil {
 		return nil, fmt.Errorf("encode ipset list request: %w", err)
 	}
+	// nfgenmsg as ipset(8) sends it: family AF_INET, version 0, res_id 0.
+	data := append([]byte{unix.AF_INET, 0, 0, 0}, attrs...)
+	return netfilterExecute(ctx, nfnlSubsysIPSet<<8|ipsetCmdList, netlink.Request|netlink.Dump, data)
+}
+
+// netfilterExecute sends one nfnetlink request on a socket of its own and
+// returns its answers (every part of a dump), bounded by ctx.
+func netfilterExecute(ctx context.Context, typ uint16, flags netlink.HeaderFlags, data []byte) ([]netlink.Message, error) {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
 	if err != nil {
 		return nil, fmt.Errorf("dial netfilter netlink: %w", err)
@@ -206,15 +214,7 @@ func ipsetDump(ctx context.Context, ae *netlink.AttributeEncoder) ([]netlink.Mes
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	// nfgenmsg as ipset(8) sends it: family AF_INET, version 0, res_id 0.
-	data := append([]byte{unix.AF_INET, 0, 0, 0}, attrs...)
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(nfnlSubsysIPSet<<8 | ipsetCmdList),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: data,
-	})
+	msgs, err := conn.Execute(netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags}, Data: data})
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%w (%w)", ctxErr, err)
@@ -224,10 +224,11 @@ func ipsetDump(ctx context.Context, ae *netlink.AttributeEncoder) ([]netlink.Mes
 	return msgs, nil
 }
 
-// eachIPSetAttr calls fn on each top-level attribute of one answer.
-func eachIPSetAttr(m netlink.Message, fn func(typ uint16, v []byte) error) error {
+// eachNfnlAttr calls fn on each top-level attribute of one nfnetlink answer
+// (after its nfgenmsg).
+func eachNfnlAttr(m netlink.Message, fn func(typ uint16, v []byte) error) error {
 	if len(m.Data) < nfgenmsgLen {
-		return fmt.Errorf("short ipset message (%d bytes)", len(m.Data))
+		return fmt.Errorf("short nfnetlink message (%d bytes)", len(m.Data))
 	}
 	return walkAttrs(m.Data[nfgenmsgLen:], fn)
 }

@@ -52,8 +52,19 @@ type Shim struct {
 	mu       sync.Mutex
 	backend  shim.Backend
 	detected bool
-	// ruleWrites counts the families whose rules were (re)written.
-	ruleWrites int
+	// ruleWrites counts the families whose rules were (re)written;
+	// ruleReads the rulesets read by ShimInPlace.
+	ruleWrites, ruleReads int
+	// inPlace: ShimInPlace last found the rules in place for this
+	// configuration at this nftables generation (nil: not known).
+	inPlace *rulesSeen
+}
+
+// rulesSeen is a configuration whose rules were found in place, and the
+// nftables generation they were read at.
+type rulesSeen struct {
+	cfg shim.Config
+	gen uint32
 }
 
 var _ dataplane.Netfilter = (*Shim)(nil)
@@ -294,11 +305,19 @@ func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The generation is read before the rules: a change between the two
+	// bumps it past the one remembered, and the next check reads again.
+	gen, genErr := s.generation(ctx)
+	if genErr == nil && s.inPlace != nil && s.inPlace.gen == gen && s.inPlace.cfg.Equal(cfg) {
+		return true, nil
+	}
+	s.inPlace = nil
 	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
 		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
 			continue
 		}
 		saved, err := s.save(ctx, v6)
+		s.ruleReads++
 		if err != nil {
 			return false, fmt.Errorf("read iptables rules: %w", err)
 		}
@@ -306,7 +325,19 @@ func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 			return false, nil
 		}
 	}
+	if genErr == nil {
+		s.inPlace = &rulesSeen{cfg: cfg, gen: gen}
+	}
 	return true, nil
+}
+
+// generation is the nftables ruleset generation when the rules are
+// iptables-nft's; legacy iptables tells nothing of the kind (an error).
+func (s *Shim) generation(ctx context.Context) (uint32, error) {
+	if s.Backend(ctx) != shim.BackendNFT {
+		return 0, errors.New("legacy iptables has no ruleset generation")
+	}
+	return nftGeneration(ctx)
 }
 
 // ensureSets creates the sets cfg needs that are missing. Creating an

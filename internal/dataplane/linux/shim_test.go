@@ -124,6 +124,43 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	t.Run("RemoveLeavesForeignRules", func(t *testing.T) { testRemoveForeign(t, b) })
 	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
 	t.Run("ThousandMembers", func(t *testing.T) { testThousandMembers(t, b) })
+	if b == shim.BackendNFT {
+		t.Run("InPlaceByGeneration", testInPlaceByGeneration)
+	}
+}
+
+// testInPlaceByGeneration: once the rules were found in place, ShimInPlace
+// reads them again only after the nftables generation moved: a change of
+// anyone's (an unrelated chain too), and the one that removes rules of
+// ours is found.
+func testInPlaceByGeneration(t *testing.T) {
+	s, ctx := newShim(t, shim.BackendNFT), ctx30(t)
+	cfg := shim.Config{Families: model.Families{IPv4: true}}
+	if err := s.EnsureShim(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, want bool, read bool) {
+		t.Helper()
+		before := s.RuleReads()
+		ok, err := s.ShimInPlace(ctx, cfg)
+		if err != nil || ok != want {
+			t.Fatalf("%s: in place %v (%v), want %v", what, ok, err, want)
+		}
+		if got := s.RuleReads() > before; got != read {
+			t.Fatalf("%s: read the rules %v, want %v", what, got, read)
+		}
+	}
+	check("after ensure", true, true)
+	check("nothing changed", true, false)
+	check("still nothing", true, false)
+	ipt := shim.BackendNFT.Command("iptables")
+	run(t, ipt, "-t", "filter", "-N", "FOREIGN-TEST")
+	check("an unrelated chain added", true, true)
+	check("nothing changed since", true, false)
+	run(t, ipt, "-t", "filter", "-X", "FOREIGN-TEST")
+	run(t, ipt, "-t", "nat", "-F", shim.ChainPostrouting)
+	check("our chain flushed", false, true)
+	check("still flushed", false, true)
 }
 
 // testThousandMembers adds and lists 1,000 members (one netlink message
