@@ -129,10 +129,11 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a foreign virtual server survives resyncs", func(t *testing.T) {
-		// A drift check reads the whole kernel every syncPeriod; wait
-		// for two folded after the foreign rules went in.
+		// A drift check reads the whole kernel every syncPeriod (or 20
+		// reads' time, when a read is slow); wait for two folded after
+		// the foreign rules went in.
 		n := 0
-		_, err := waitFor(settle, func() (bool, string) {
+		_, err := waitFor(2*settle, func() (bool, string) {
 			n = 0
 			for _, e := range s.agent.since(0) {
 				if isCheck(e) && entryTime(e).After(foreignSince) {

@@ -236,3 +236,57 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 		t.Fatalf("sync after a failed read: %+v, want nothing", st)
 	}
 }
+
+// slowReader reads the fake kernel in take (fake) time and counts reads.
+type slowReader struct {
+	dataplane.Reader
+	take  time.Duration
+	reads int
+}
+
+func (s *slowReader) Observe(ctx context.Context) (dataplane.Observation, error) {
+	s.reads++
+	time.Sleep(s.take)
+	return s.Reader.Observe(ctx)
+}
+
+// TestSlowReadsSpreadOut: on a fake clock, a kernel that reads in a third
+// of the period is read once per readShare reads' time, not once a period,
+// and one that reads fast once a period.
+func TestSlowReadsSpreadOut(t *testing.T) {
+	for _, tc := range []struct {
+		take time.Duration
+		want int // reads in 1,000 s after the first sync
+	}{
+		{take: 10 * time.Millisecond, want: 33}, // every 30 s
+		{take: 10 * time.Second, want: 5},       // every 200 s, read included
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t)
+			r.webAndDNS()
+			r.sync(false)
+			ctx, cancel := context.WithCancel(context.Background())
+			sr := &slowReader{Reader: r.fake, take: tc.take}
+			d := &DriftChecker{Rec: r.rec, Reader: sr, Period: 30 * time.Second}
+			done := make(chan struct{})
+			go func() { d.Run(ctx); close(done) }()
+			go func() { // the sync loop's part: fold each read
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-r.rec.DriftWake():
+						_, _ = r.rec.Sync(ctx, false)
+					}
+				}
+			}()
+			time.Sleep(1000*time.Second + time.Millisecond)
+			synctest.Wait()
+			if sr.reads != tc.want {
+				t.Errorf("read taking %s: %d reads in 1,000 s, want %d", tc.take, sr.reads, tc.want)
+			}
+			cancel()
+			<-done
+		})
+	}
+}
