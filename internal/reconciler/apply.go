@@ -210,6 +210,21 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
 	}
 	a.own(op)
+	r.applyToCache(op)
+}
+
+// applyToCache records an applied operation in the observed cache, and
+// in the digest of its set members.
+func (r *Reconciler) applyToCache(op plan.Op) {
+	if op.Kind == plan.AddSetEntry || op.Kind == plan.DeleteSetEntry {
+		_, held := r.observed.Sets[op.Entry]
+		switch {
+		case op.Kind == plan.AddSetEntry && !held:
+			r.sets.add(op.Entry)
+		case op.Kind == plan.DeleteSetEntry && held:
+			r.sets.remove(op.Entry)
+		}
+	}
 	op.ApplyTo(&r.observed)
 }
 
@@ -280,7 +295,7 @@ func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 		r.log.Warn("withdraw the record of a foreign virtual server", zap.Stringer("vs", k), zap.Error(err))
 		return
 	}
-	op.ApplyTo(&r.observed)
+	r.applyToCache(op)
 }
 
 // conntrackTodo notes the UDP real servers an applied operation removed: a

@@ -28,7 +28,8 @@ import (
 
 // driftRead is the kernel as the checker read it.
 type driftRead struct {
-	obs dataplane.Observation
+	obs  dataplane.Observation
+	sets setSum // the digest of obs's set members, taken off the sync loop
 	// rulesMissing: the netfilter rules were not as the shim configuration
 	// last ensured has them.
 	rulesMissing bool
@@ -150,7 +151,8 @@ func touch(sc plan.Scope, op plan.Op) {
 // server, address and set member the syncs did not change since it began
 // and that differs from the cache replaces the cached one and joins scope,
 // so that this sync repairs what someone else changed. What agrees costs
-// a comparison and no more: no copy, no diff, nothing published. It
+// a comparison and no more: no copy, no diff, nothing published; the set
+// members are compared one by one only when their digests differ. It
 // returns the read (nil if none; Sync closes its done once applied) and
 // how many things differed (the rules count as one).
 func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
@@ -182,7 +184,10 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 		}
 	}
 	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
-	drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
+	if rd.sets != r.sets {
+		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
+		r.sets = sumOf(r.observed.Sets)
+	}
 	if rd.rulesMissing {
 		drifted++
 	}
@@ -346,6 +351,7 @@ func (d *DriftChecker) read(ctx context.Context) *driftRead {
 	began := time.Now()
 	var err error
 	rd.obs, err = d.Reader.Observe(ctx)
+	rd.sets = sumOf(rd.obs.State.Sets)
 	read := time.Since(began)
 	if err == nil && cfg != nil {
 		var ok bool

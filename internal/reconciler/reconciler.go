@@ -105,6 +105,8 @@ type Reconciler struct {
 	// read the running sync folded in.
 	drift  *driftMailbox
 	folded *driftRead
+	// sets digests observed.Sets (setsum.go).
+	sets setSum
 }
 
 // New returns a reconciler; call Init before the first Sync.

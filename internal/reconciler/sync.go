@@ -194,6 +194,7 @@ func (r *Reconciler) observe(ctx context.Context) error {
 		return fmt.Errorf("observe kernel state: %w", err)
 	}
 	r.observed, r.conns = obs.State, obs.Conns
+	r.sets = sumOf(r.observed.Sets)
 	if r.conns == nil {
 		r.conns = map[dataplane.RealRef]model.Conns{}
 	}
