@@ -214,18 +214,60 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 }
 
 // applyToCache records an applied operation in the observed cache, and
-// in the digest of its set members.
+// in the digests of its table and set members.
 func (r *Reconciler) applyToCache(op plan.Op) {
-	if op.Kind == plan.AddSetEntry || op.Kind == plan.DeleteSetEntry {
-		_, held := r.observed.Sets[op.Entry]
-		switch {
-		case op.Kind == plan.AddSetEntry && !held:
-			r.sets.add(op.Entry)
-		case op.Kind == plan.DeleteSetEntry && held:
-			r.sets.remove(op.Entry)
-		}
+	switch op.Kind {
+	case plan.AddSetEntry, plan.DeleteSetEntry:
+		r.sumSetOp(op)
+	case plan.BindAddr, plan.UnbindAddr:
+	default:
+		r.sumTableOp(op)
 	}
 	op.ApplyTo(&r.observed)
+}
+
+// sumSetOp counts a set member's add or delete, before it is applied.
+func (r *Reconciler) sumSetOp(op plan.Op) {
+	_, held := r.observed.Sets[op.Entry]
+	switch {
+	case op.Kind == plan.AddSetEntry && !held:
+		r.sets.add(op.Entry)
+	case op.Kind == plan.DeleteSetEntry && held:
+		r.sets.remove(op.Entry)
+	}
+}
+
+// sumTableOp counts a change to the IPVS table, before it is applied
+// (what plan.Op.ApplyTo does, in the digest).
+func (r *Reconciler) sumTableOp(op plan.Op) {
+	k := op.VS.Key
+	svc, ok := r.observed.Services[k]
+	switch op.Kind {
+	case plan.AddService:
+		if ok {
+			r.table.service(svc, -1) // replaced whole
+		}
+		r.table.vs(op.VS, 1)
+	case plan.DeleteService:
+		if ok {
+			r.table.service(svc, -1)
+		}
+	case plan.UpdateService:
+		if ok {
+			r.table.vs(svc.VirtualServer, -1)
+			r.table.vs(op.VS, 1)
+		}
+	case plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+		if !ok {
+			return
+		}
+		if old, held := svc.Reals[op.RS.Addr]; held {
+			r.table.real(k, old, -1)
+		}
+		if op.Kind != plan.DeleteReal {
+			r.table.real(k, op.RS, 1)
+		}
+	}
 }
 
 // own copies the observed virtual server op is about to change, the first

@@ -28,8 +28,11 @@ import (
 
 // driftRead is the kernel as the checker read it.
 type driftRead struct {
-	obs  dataplane.Observation
-	sets setSum // the digest of obs's set members, taken off the sync loop
+	obs dataplane.Observation
+	// sets and table digest obs's set members and IPVS table, taken off
+	// the sync loop.
+	sets  setSum
+	table tableSum
 	// rulesMissing: the netfilter rules were not as the shim configuration
 	// last ensured has them.
 	rulesMissing bool
@@ -151,8 +154,9 @@ func touch(sc plan.Scope, op plan.Op) {
 // server, address and set member the syncs did not change since it began
 // and that differs from the cache replaces the cached one and joins scope,
 // so that this sync repairs what someone else changed. What agrees costs
-// a comparison and no more: no copy, no diff, nothing published; the set
-// members are compared one by one only when their digests differ. It
+// a comparison and no more: no copy, no diff, nothing published; the
+// virtual servers and the set members are compared one by one only when
+// the digests of the read and the cache differ (setsum.go). It
 // returns the read (nil if none; Sync closes its done once applied) and
 // how many things differed (the rules count as one).
 func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
@@ -163,6 +167,23 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 		}
 		return rd, 0
 	}
+	drifted := 0
+	if rd.table != r.table {
+		drifted += r.foldTable(rd, touched, scope)
+	}
+	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
+	if rd.sets != r.sets {
+		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
+		r.sets = sumOf(r.observed.Sets)
+	}
+	if rd.rulesMissing {
+		drifted++
+	}
+	return rd, drifted
+}
+
+// foldTable folds the read's virtual servers one by one.
+func (r *Reconciler) foldTable(rd *driftRead, touched, scope plan.Scope) int {
 	drifted := 0
 	read := rd.obs.State.Services
 	cached, matched := len(r.observed.Services), 0
@@ -175,7 +196,7 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 		}
 	}
 	// Every cached one the read also holds: none can be missing from it,
-	// and the idle fold walks the table once, not twice.
+	// and the fold walks the table once, not twice.
 	if matched < cached {
 		for k := range r.observed.Services {
 			if _, ok := read[k]; !ok && r.adoptIfUntouched(k, rd.obs, touched, scope) {
@@ -183,15 +204,7 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 			}
 		}
 	}
-	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
-	if rd.sets != r.sets {
-		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
-		r.sets = sumOf(r.observed.Sets)
-	}
-	if rd.rulesMissing {
-		drifted++
-	}
-	return rd, drifted
+	return drifted
 }
 
 // adoptIfUntouched adopts the read's virtual server k unless a sync
@@ -216,6 +229,7 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 		return false
 	}
 	if inCache {
+		r.table.service(cached, -1)
 		for a := range cached.Reals {
 			delete(r.conns, dataplane.RealRef{VS: k, RS: a})
 		}
@@ -224,6 +238,7 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 		delete(r.observed.Services, k)
 		return true
 	}
+	r.table.service(have, 1)
 	r.observed.Services[k] = have
 	for a := range have.Reals {
 		ref := dataplane.RealRef{VS: k, RS: a}
@@ -351,7 +366,7 @@ func (d *DriftChecker) read(ctx context.Context) *driftRead {
 	began := time.Now()
 	var err error
 	rd.obs, err = d.Reader.Observe(ctx)
-	rd.sets = sumOf(rd.obs.State.Sets)
+	rd.sets, rd.table = sumOf(rd.obs.State.Sets), tableSumOf(rd.obs.State.Services)
 	read := time.Since(began)
 	if err == nil && cfg != nil {
 		var ok bool

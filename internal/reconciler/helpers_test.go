@@ -155,12 +155,15 @@ func (r *rig) sync(full bool) Status {
 	return st
 }
 
-// checkSetSum: the digest the sync loop keeps of its cached set members
-// is the digest of those members (a fold trusts it to skip them).
+// checkSetSum: the digests the sync loop keeps of its cached set members
+// and table are the digests of those (a fold trusts them to skip both).
 func (r *rig) checkSetSum() {
 	r.t.Helper()
 	if got, want := r.rec.sets, sumOf(r.rec.observed.Sets); got != want {
 		r.t.Fatalf("the cache's set digest is %+v, its members' %+v", got, want)
+	}
+	if got, want := r.rec.table, tableSumOf(r.rec.observed.Services); got != want {
+		r.t.Fatalf("the cache's table digest is %+v, its table's %+v", got, want)
 	}
 }
 

@@ -105,8 +105,10 @@ type Reconciler struct {
 	// read the running sync folded in.
 	drift  *driftMailbox
 	folded *driftRead
-	// sets digests observed.Sets (setsum.go).
-	sets setSum
+	// sets and table digest observed.Sets and observed.Services
+	// (setsum.go).
+	sets  setSum
+	table tableSum
 }
 
 // New returns a reconciler; call Init before the first Sync.

@@ -39,3 +39,59 @@ func sumOf(members map[model.SetEntry]struct{}) setSum {
 	}
 	return s
 }
+
+// tableSum is the same kind of digest of an IPVS table: each virtual
+// server (its configuration as Equal compares it) and each real server
+// counts once. The fold compares the virtual servers one by one only when
+// the read's and the cache's differ.
+type tableSum struct{ setSum }
+
+// vsPart and realPart are what is hashed: exactly the fields
+// model.Service.Equal compares, the flags masked as it masks them.
+type vsPart struct {
+	Key       model.VSKey
+	Scheduler model.Scheduler
+	Flags     model.Flags
+	Timeout   uint32
+}
+
+type realPart struct {
+	Key model.VSKey
+	RS  model.RealServer
+}
+
+func vsHash(v model.VirtualServer) uint64 {
+	return maphash.Comparable(setSeed, vsPart{Key: v.Key, Scheduler: v.Scheduler, Flags: v.Flags & model.ConfigFlags, Timeout: v.Timeout})
+}
+
+func realHash(k model.VSKey, rs model.RealServer) uint64 {
+	return maphash.Comparable(setSeed, realPart{Key: k, RS: rs})
+}
+
+// service counts a virtual server and its real servers (sign +1), or
+// takes them out (sign -1).
+func (t *tableSum) service(svc *model.Service, sign int) {
+	t.vs(svc.VirtualServer, sign)
+	for _, rs := range svc.Reals {
+		t.real(svc.Key, rs, sign)
+	}
+}
+
+func (t *tableSum) vs(v model.VirtualServer, sign int) {
+	t.n += sign
+	t.sum += uint64(sign) * vsHash(v)
+}
+
+func (t *tableSum) real(k model.VSKey, rs model.RealServer, sign int) {
+	t.n += sign
+	t.sum += uint64(sign) * realHash(k, rs)
+}
+
+// tableSumOf digests a whole table.
+func tableSumOf(services map[model.VSKey]*model.Service) tableSum {
+	var t tableSum
+	for _, svc := range services {
+		t.service(svc, 1)
+	}
+	return t
+}
