@@ -101,24 +101,30 @@ func decodeFamilyID(msgs []netlink.Message) (uint16, error) {
 // execute sends one generic netlink request to the reader's family and
 // returns the answers (all parts of a dump), bounded by ctx.
 func (r *IPVSReader) execute(ctx context.Context, cmd uint8, flags netlink.HeaderFlags, attrs []byte) ([]netlink.Message, error) {
+	data := make([]byte, genlHeaderLen, genlHeaderLen+len(attrs))
+	data[0], data[1] = cmd, ipvsGenlVersion // then two reserved bytes
+	data = append(data, attrs...)
+	return boundedExecute(ctx, r.conn, netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(r.family), Flags: netlink.Request | flags},
+		Data:   data,
+	})
+}
+
+// boundedExecute sends one request on conn and returns its answers (all
+// parts of a dump), bounded by ctx's deadline, or by defaultGenlTimeout
+// when it has none.
+func boundedExecute(ctx context.Context, conn *netlink.Conn, m netlink.Message) ([]netlink.Message, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(defaultGenlTimeout)
 	}
-	if err := r.conn.SetDeadline(deadline); err != nil {
+	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("set netlink deadline: %w", err)
 	}
 	// a cancelled context ends a pending receive at once
-	stop := context.AfterFunc(ctx, func() { _ = r.conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-
-	data := make([]byte, genlHeaderLen, genlHeaderLen+len(attrs))
-	data[0], data[1] = cmd, ipvsGenlVersion // then two reserved bytes
-	data = append(data, attrs...)
-	msgs, err := r.conn.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(r.family), Flags: netlink.Request | flags},
-		Data:   data,
-	})
+	msgs, err := conn.Execute(m)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%w (%w)", ctxErr, err)

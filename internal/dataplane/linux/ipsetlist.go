@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -205,23 +204,7 @@ func netfilterExecute(ctx context.Context, typ uint16, flags netlink.HeaderFlags
 		return nil, fmt.Errorf("dial netfilter netlink: %w", err)
 	}
 	defer conn.Close()
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(defaultGenlTimeout)
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("set netlink deadline: %w", err)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	msgs, err := conn.Execute(netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags}, Data: data})
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, fmt.Errorf("%w (%w)", ctxErr, err)
-		}
-		return nil, err
-	}
-	return msgs, nil
+	return boundedExecute(ctx, conn, netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags}, Data: data})
 }
 
 // eachNfnlAttr calls fn on each top-level attribute of one nfnetlink answer
