@@ -231,9 +231,9 @@ func (r *Reconciler) sumSetOp(op plan.Op) {
 	_, held := r.observed.Sets[op.Entry]
 	switch {
 	case op.Kind == plan.AddSetEntry && !held:
-		r.sets.add(op.Entry)
+		r.sets.count(memberHash(op.Entry), 1)
 	case op.Kind == plan.DeleteSetEntry && held:
-		r.sets.remove(op.Entry)
+		r.sets.count(memberHash(op.Entry), -1)
 	}
 }
 
@@ -245,27 +245,27 @@ func (r *Reconciler) sumTableOp(op plan.Op) {
 	switch op.Kind {
 	case plan.AddService:
 		if ok {
-			r.table.service(svc, -1) // replaced whole
+			r.table.countService(svc, -1) // replaced whole
 		}
-		r.table.vs(op.VS, 1)
+		r.table.count(vsHash(op.VS), 1)
 	case plan.DeleteService:
 		if ok {
-			r.table.service(svc, -1)
+			r.table.countService(svc, -1)
 		}
 	case plan.UpdateService:
 		if ok {
-			r.table.vs(svc.VirtualServer, -1)
-			r.table.vs(op.VS, 1)
+			r.table.count(vsHash(svc.VirtualServer), -1)
+			r.table.count(vsHash(op.VS), 1)
 		}
 	case plan.AddReal, plan.UpdateReal, plan.DeleteReal:
 		if !ok {
 			return
 		}
 		if old, held := svc.Reals[op.RS.Addr]; held {
-			r.table.real(k, old, -1)
+			r.table.count(realHash(k, old), -1)
 		}
 		if op.Kind != plan.DeleteReal {
-			r.table.real(k, op.RS, 1)
+			r.table.count(realHash(k, op.RS), 1)
 		}
 	}
 }

@@ -31,8 +31,7 @@ type driftRead struct {
 	obs dataplane.Observation
 	// sets and table digest obs's set members and IPVS table, taken off
 	// the sync loop.
-	sets  setSum
-	table tableSum
+	sets, table digest
 	// rulesMissing: the netfilter rules were not as the shim configuration
 	// last ensured has them.
 	rulesMissing bool
@@ -156,7 +155,7 @@ func touch(sc plan.Scope, op plan.Op) {
 // so that this sync repairs what someone else changed. What agrees costs
 // a comparison and no more: no copy, no diff, nothing published; the
 // virtual servers and the set members are compared one by one only when
-// the digests of the read and the cache differ (setsum.go). It
+// the digests of the read and the cache differ (digest.go). It
 // returns the read (nil if none; Sync closes its done once applied) and
 // how many things differed (the rules count as one).
 func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
@@ -174,7 +173,7 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
 	if rd.sets != r.sets {
 		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
-		r.sets = sumOf(r.observed.Sets)
+		r.sets = membersDigest(r.observed.Sets)
 	}
 	if rd.rulesMissing {
 		drifted++
@@ -229,7 +228,7 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 		return false
 	}
 	if inCache {
-		r.table.service(cached, -1)
+		r.table.countService(cached, -1)
 		for a := range cached.Reals {
 			delete(r.conns, dataplane.RealRef{VS: k, RS: a})
 		}
@@ -238,7 +237,7 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 		delete(r.observed.Services, k)
 		return true
 	}
-	r.table.service(have, 1)
+	r.table.countService(have, 1)
 	r.observed.Services[k] = have
 	for a := range have.Reals {
 		ref := dataplane.RealRef{VS: k, RS: a}
@@ -366,7 +365,7 @@ func (d *DriftChecker) read(ctx context.Context) *driftRead {
 	began := time.Now()
 	var err error
 	rd.obs, err = d.Reader.Observe(ctx)
-	rd.sets, rd.table = sumOf(rd.obs.State.Sets), tableSumOf(rd.obs.State.Services)
+	rd.sets, rd.table = membersDigest(rd.obs.State.Sets), tableDigest(rd.obs.State.Services)
 	read := time.Since(began)
 	if err == nil && cfg != nil {
 		var ok bool

@@ -151,18 +151,18 @@ func (r *rig) sync(full bool) Status {
 	if err != nil {
 		r.t.Fatalf("sync: %v", err)
 	}
-	r.checkSetSum()
+	r.checkDigests()
 	return st
 }
 
-// checkSetSum: the digests the sync loop keeps of its cached set members
+// checkDigests: the digests the sync loop keeps of its cached set members
 // and table are the digests of those (a fold trusts them to skip both).
-func (r *rig) checkSetSum() {
+func (r *rig) checkDigests() {
 	r.t.Helper()
-	if got, want := r.rec.sets, sumOf(r.rec.observed.Sets); got != want {
+	if got, want := r.rec.sets, membersDigest(r.rec.observed.Sets); got != want {
 		r.t.Fatalf("the cache's set digest is %+v, its members' %+v", got, want)
 	}
-	if got, want := r.rec.table, tableSumOf(r.rec.observed.Services); got != want {
+	if got, want := r.rec.table, tableDigest(r.rec.observed.Services); got != want {
 		r.t.Fatalf("the cache's table digest is %+v, its table's %+v", got, want)
 	}
 }

@@ -23,7 +23,7 @@ func BenchmarkIdleFold(b *testing.B) {
 			b.Fatal(err)
 		}
 		r.rec.drift.begin()
-		r.rec.drift.hand(&driftRead{obs: obs, sets: sumOf(obs.State.Sets), table: tableSumOf(obs.State.Services), done: make(chan struct{})})
+		r.rec.drift.hand(&driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})})
 		b.StartTimer()
 		st, err := r.rec.Sync(ctx, false)
 		if err != nil || st.Ops != 0 || st.Drift != 0 {
@@ -43,7 +43,7 @@ func BenchmarkFoldDrift(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		r.rec.drift.begin()
-		r.rec.drift.hand(&driftRead{obs: obs, sets: sumOf(obs.State.Sets), table: tableSumOf(obs.State.Services), done: make(chan struct{})})
+		r.rec.drift.hand(&driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})})
 		if _, n := r.rec.foldDrift(plan.NewScope()); n != 0 {
 			b.Fatalf("%d drifted", n)
 		}

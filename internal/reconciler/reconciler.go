@@ -106,9 +106,8 @@ type Reconciler struct {
 	drift  *driftMailbox
 	folded *driftRead
 	// sets and table digest observed.Sets and observed.Services
-	// (setsum.go).
-	sets  setSum
-	table tableSum
+	// (digest.go).
+	sets, table digest
 }
 
 // New returns a reconciler; call Init before the first Sync.

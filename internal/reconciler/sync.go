@@ -194,7 +194,7 @@ func (r *Reconciler) observe(ctx context.Context) error {
 		return fmt.Errorf("observe kernel state: %w", err)
 	}
 	r.observed, r.conns = obs.State, obs.Conns
-	r.sets, r.table = sumOf(r.observed.Sets), tableSumOf(r.observed.Services)
+	r.sets, r.table = membersDigest(r.observed.Sets), tableDigest(r.observed.Services)
 	if r.conns == nil {
 		r.conns = map[dataplane.RealRef]model.Conns{}
 	}
