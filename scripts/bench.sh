@@ -27,6 +27,7 @@
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 #   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
 #                         (e.g. BENCH_TOOLS=kube-proxy-ipvs BENCH_EXTRA_FLAGS=--v=4); not for the doc
+#   BENCH_LOG_LINES       how many of each tool's last log lines the results keep (default 15)
 # A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
 # (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer
 # changes there keep a run within hours, e.g. BENCH_CHANGES=1000:100,5000:30,10000:20)

@@ -8,14 +8,15 @@
 #
 #   scripts/coldstart-vm.sh [N ...]        (default: 1000 5000)
 #
-# Settings (environment): COLDSTART_PROFILE=1 writes a Go CPU profile per N
-# to bin/coldstart-N.pprof (read with `go tool pprof -top bin/kube-ipvs.coldstart
-# bin/coldstart-N.pprof`); COLDSTART_VIPS=1 also times binding N addresses on
+# Settings (environment): COLDSTART_PROFILE=1 writes a Go CPU profile and a
+# heap profile (taken as the run ends) per N to bin/coldstart-cpu-N.pprof and
+# bin/coldstart-heap-N.pprof (read with `go tool pprof -top bin/kube-ipvs.coldstart
+# bin/coldstart-cpu-N.pprof`; -sample_index=alloc_space for what the run allocated); COLDSTART_VIPS=1 also times binding N addresses on
 # a dummy link against N local routes (the two ways to make VIPs local),
 # a thousand at a time, with iproute2's `ip -batch`; COLDSTART_RESYNC=SECS then
 # runs the agent again on the table it left for SECS seconds (its first sync
 # and the periodic resyncs read the whole kernel) and prints each full sync's
-# time and the CPU used, with a profile bin/coldstart-resync-N.pprof.
+# time and the CPU used, with profiles bin/coldstart-{cpu,heap}-resync-N.pprof.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +54,13 @@ manifests() {
     close(f)
   }'
 }
+# emit NAME...: each /tmp/NAME.pprof onto the console, for the host to take.
+emit() {
+  for p in "$@"; do
+    [ -f /tmp/$p.pprof ] || continue
+    echo "coldstart-profile-begin $p"; base64 /tmp/$p.pprof; echo "coldstart-profile-end $p"
+  done
+}
 clean() {
   kube-ipvs cleanup --kube-proxy >/dev/null 2>&1
   ipvsadm -C; iproute2-ip link del kube-ipvs0 2>/dev/null
@@ -61,7 +69,7 @@ for n in $COLDSTART_NS; do
   clean
   manifests "$n"
   prof=""
-  [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof"
+  [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof --heap-profile /tmp/heap-$n.pprof"
   time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
     >/tmp/agent.log 2>&1
   rc=$?
@@ -77,14 +85,12 @@ for n in $COLDSTART_NS; do
   rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
   echo "coldstart: n=$n rc=$rc ops=$ops sync_s=$took wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs"
   [ $rc -eq 0 ] || tail -5 /tmp/agent.log
-  if [ -n "$prof" ]; then
-    echo "coldstart-profile-begin $n"; base64 /tmp/cpu-$n.pprof; echo "coldstart-profile-end $n"
-  fi
+  [ -n "$prof" ] && emit cpu-$n heap-$n
   # The agent again, on the table it left, for COLDSTART_RESYNC seconds:
   # its first sync and its periodic resyncs read the whole kernel.
   if [ "${COLDSTART_RESYNC:-0}" -gt 0 ]; then
     prof=""
-    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof"
+    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof --heap-profile /tmp/heap-resync-$n.pprof"
     kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --log-format json $prof >/tmp/resync.log 2>&1 &
     pid=$!
     sleep "$COLDSTART_RESYNC"
@@ -92,9 +98,7 @@ for n in $COLDSTART_NS; do
     kill -TERM $pid; wait $pid
     grep -o '"full": *true[^}]*"took": *[0-9.e+-]*' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
     echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
-    if [ -n "$prof" ]; then
-      echo "coldstart-profile-begin resync-$n"; base64 /tmp/cpu-resync-$n.pprof; echo "coldstart-profile-end resync-$n"
-    fi
+    [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
   fi
 done
 
@@ -136,10 +140,10 @@ KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIME
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
-  for p in "$n" "resync-$n"; do
+  for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n; do
     if grep -q "^coldstart-profile-begin $p\$" "$log"; then
       sed -n "/^coldstart-profile-begin $p\$/,/^coldstart-profile-end $p\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$p.pprof"
-      echo "coldstart-vm: profile of N=$p in bin/coldstart-$p.pprof"
+      echo "coldstart-vm: profile $p in bin/coldstart-$p.pprof"
     fi
   done
 done

@@ -59,6 +59,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer stop()
 	}
+	if o.heapProfile != "" {
+		defer writeHeapProfile(o.heapProfile, log)
+	}
 	if err := agent(ctx, o.Config, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1

@@ -20,6 +20,7 @@ type files struct {
 	config        string // --config: a KubeProxyConfiguration
 	writeConfigTo string // --write-config-to: write the effective one and exit
 	cpuProfile    string // --cpu-profile: hidden, for measuring the agent's own work
+	heapProfile   string // --heap-profile: hidden, likewise for its memory
 }
 
 // agentFlags binds the agent's flags onto c, with kube-proxy's names
@@ -31,6 +32,8 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	// Hidden: a measuring aid (issue 12's cold-start profile), not a setting.
 	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file")
 	_ = fs.MarkHidden("cpu-profile")
+	fs.StringVar(&f.heapProfile, "heap-profile", "", "write a Go heap profile to this file when the run ends")
+	_ = fs.MarkHidden("heap-profile")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" (or empty) is accepted`)
 	clientFlags(fs, c)
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")

@@ -112,7 +112,7 @@ func measureAgentHeap(b *testing.B, n int) (steady, peak, mapped uint64) {
 	// What the fake kernel holds is the kernel's, not the agent's: measure
 	// it apart and leave it out.
 	after := liveHeap()
-	writeHeapProfile(b, n)
+	writeBenchHeapProfile(b, n)
 	kernel := fakeKernelHeap(b, rec, n)
 	runtime.KeepAlive(client)
 	runtime.KeepAlive(rec)
@@ -144,9 +144,9 @@ func fakeKernelHeap(b *testing.B, rec *reconciler.Reconciler, n int) uint64 {
 	return after - before
 }
 
-// writeHeapProfile writes the live heap to $KUBE_IPVS_HEAP_PROFILE.N, if
+// writeBenchHeapProfile writes the live heap to $KUBE_IPVS_HEAP_PROFILE.N, if
 // set, to see where the memory goes (go tool pprof -sample_index=inuse_space).
-func writeHeapProfile(b *testing.B, n int) {
+func writeBenchHeapProfile(b *testing.B, n int) {
 	name := os.Getenv("KUBE_IPVS_HEAP_PROFILE")
 	if name == "" {
 		return

@@ -73,6 +73,9 @@ func load() (settings, error) {
 	if len(s.extra) > 0 {
 		s.logLines = 60
 	}
+	if n, err := strconv.Atoi(os.Getenv("BENCH_LOG_LINES")); err == nil && n > 0 { // to read a whole start
+		s.logLines = n
+	}
 	s.changes, s.burst = num("BENCH_CHANGES"), num("BENCH_BURST")
 	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
 	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")

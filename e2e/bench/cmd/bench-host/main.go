@@ -221,6 +221,7 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_SETTLE_LIMIT":   o.settleLimit.String(),
 		"BENCH_NODE":           nodeName,
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
+		"BENCH_LOG_LINES":      os.Getenv("BENCH_LOG_LINES"),
 	} {
 		args = append(args, "--env", k+"="+v)
 	}
