@@ -89,10 +89,16 @@ func (k VSKey) String() string {
 // Compare orders keys the way listings sort them: mark, address, protocol,
 // port.
 func (k VSKey) Compare(o VSKey) int {
-	return cmp.Or(
-		cmp.Compare(k.FWMark, o.FWMark),
-		k.Addr.Compare(o.Addr),
-		cmp.Compare(k.Proto, o.Proto),
-		cmp.Compare(k.Port, o.Port),
-	)
+	// Field by field, stopping at the first that differs (cmp.Or would
+	// compare every field first).
+	if c := cmp.Compare(k.FWMark, o.FWMark); c != 0 {
+		return c
+	}
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.Proto, o.Proto); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Port, o.Port)
 }

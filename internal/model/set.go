@@ -45,15 +45,27 @@ func (e SetEntry) String() string { return e.Set + " " + e.Member() }
 // Compare orders entries by set, then address, protocol, port, second
 // address and net.
 func (e SetEntry) Compare(o SetEntry) int {
-	return cmp.Or(
-		strings.Compare(e.Set, o.Set),
-		e.Addr.Compare(o.Addr),
-		cmp.Compare(e.Proto, o.Proto),
-		cmp.Compare(e.Port, o.Port),
-		e.Addr2.Compare(o.Addr2),
-		e.Net.Addr().Compare(o.Net.Addr()),
-		cmp.Compare(e.Net.Bits(), o.Net.Bits()),
-	)
+	// Field by field, stopping at the first that differs (cmp.Or would
+	// compare every field first): a cold start sorts 120,000 members.
+	if c := strings.Compare(e.Set, o.Set); c != 0 {
+		return c
+	}
+	if c := e.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(e.Proto, o.Proto); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(e.Port, o.Port); c != 0 {
+		return c
+	}
+	if c := e.Addr2.Compare(o.Addr2); c != 0 {
+		return c
+	}
+	if c := e.Net.Addr().Compare(o.Net.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(e.Net.Bits(), o.Net.Bits())
 }
 
 // SortedSetEntries lists the state's set entries in order.

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -66,4 +67,80 @@ func sameOps(a, b []Op) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// TestSortIsListingOrder: the bucketed sort gives exactly the order its
+// comment states (stage, virtual server, real server, VIP, member rank,
+// member), over every kind, several sets and both member ranks.
+func TestSortIsListingOrder(t *testing.T) {
+	ops := coldPlan(300)
+	for i := range 50 {
+		vip := netip.AddrFrom4([4]byte{10, 97, 0, byte(i + 1)})
+		k := model.NewVSKey(model.UDP, vip, 53)
+		ops = append(ops,
+			Op{Kind: UpdateService, VS: model.VirtualServer{Key: k, Scheduler: "lc"}},
+			Op{Kind: DeleteService, VS: model.VirtualServer{Key: model.NewVSKey(model.TCP, vip, 53)}},
+			Op{Kind: UpdateReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.9.%d:53", i+1), 0)},
+			Op{Kind: DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.8.%d:53", i+1), 1)},
+			Op{Kind: UnbindAddr, Addr: netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)})},
+			Op{Kind: AddSetEntry, Entry: shim.SourceRangeEntry(vip, model.UDP, 53, netip.MustParsePrefix(fmt.Sprintf("192.0.%d.0/24", i)))},
+			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.UDP, 53)},
+			Op{Kind: DeleteSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.TCP, 53)},
+			Op{Kind: DeleteSetEntry, Entry: shim.VIPEntry(netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)}))},
+		)
+	}
+	want := slices.Clone(ops)
+	slices.SortFunc(want, func(a, b Op) int {
+		for _, c := range []int{
+			cmp.Compare(stage(a), stage(b)), a.VS.Key.Compare(b.VS.Key), a.RS.Addr.Compare(b.RS.Addr),
+			a.Addr.Compare(b.Addr), cmp.Compare(entryRank(a), entryRank(b)), a.Entry.Compare(b.Entry),
+		} {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
+	Sort(ops)
+	if !slices.Equal(ops, want) {
+		t.Fatalf("sorted to another order:\n%s\nwant:\n%s", render(ops), render(want))
+	}
+}
+
+// coldPlan is what a cold start of n ClusterIP Services × 10 endpoints
+// plans: a virtual server, ten reals, the VIP and the set members each
+// (25 operations a Service).
+func coldPlan(n int) []Op {
+	var ops []Op
+	for i := range n {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+		k := model.NewVSKey(model.TCP, vip, 80)
+		ops = append(ops,
+			Op{Kind: AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}},
+			Op{Kind: BindAddr, Addr: vip},
+			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.Frontends, vip, model.TCP, 80)},
+			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.ClusterIP, vip, model.TCP, 80)},
+			Op{Kind: AddSetEntry, Entry: shim.VIPEntry(vip)},
+		)
+		for e := range 10 {
+			ep := netip.AddrFrom4([4]byte{byte(128 + e), byte(i / 250), byte(i % 250), 1})
+			ops = append(ops,
+				Op{Kind: AddReal, VS: model.VirtualServer{Key: k}, RS: model.RealServer{Addr: netip.AddrPortFrom(ep, 8080), Weight: 1}},
+				Op{Kind: AddSetEntry, Entry: shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(ep, 8080))})
+		}
+	}
+	return ops
+}
+
+// BenchmarkSortColdStart sorts a cold start's plan at 10,000 Services
+// (250,000 operations), shuffled as a diff of maps emits them.
+func BenchmarkSortColdStart(b *testing.B) {
+	ops := coldPlan(10000)
+	rand.New(rand.NewPCG(5, 6)).Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
+	work := make([]Op, len(ops))
+	for b.Loop() {
+		copy(work, ops)
+		Sort(work)
+	}
 }
