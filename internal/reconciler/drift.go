@@ -155,7 +155,8 @@ func touch(sc plan.Scope, op plan.Op) {
 // so that this sync repairs what someone else changed. What agrees costs
 // a comparison and no more: no copy, no diff, nothing published; the
 // virtual servers and the set members are compared one by one only when
-// the digests of the read and the cache differ (digest.go). It
+// the digests of the read and the cache differ on what the syncs did not
+// touch (digest.go, tableAgrees). It
 // returns the read (nil if none; Sync closes its done once applied) and
 // how many things differed (the rules count as one).
 func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
@@ -167,11 +168,11 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 		return rd, 0
 	}
 	drifted := 0
-	if rd.table != r.table {
+	if !r.tableAgrees(rd, touched) {
 		drifted += r.foldTable(rd, touched, scope)
 	}
 	drifted += foldSet(r.observed.Addrs, rd.obs.State.Addrs, touched.Addrs, scope.Addrs)
-	if rd.sets != r.sets {
+	if !r.setsAgree(rd, touched) {
 		drifted += foldSet(r.observed.Sets, rd.obs.State.Sets, touched.Sets, scope.Sets)
 		r.sets = membersDigest(r.observed.Sets)
 	}
@@ -179,6 +180,40 @@ func (r *Reconciler) foldDrift(scope plan.Scope) (*driftRead, int) {
 		drifted++
 	}
 	return rd, drifted
+}
+
+// tableAgrees tells whether the read's virtual servers agree with the
+// cache's on everything the syncs did not change since the read began: the
+// digests of both, less what each holds of the touched keys. A read
+// overlaps the changes of its time (at 10,000 Services it takes seconds,
+// and endpoints change every few), so comparing whole digests would send
+// nearly every read through the entry-by-entry fold, in the loop, while a
+// change waits (issue 12); this costs a lookup per touched key.
+func (r *Reconciler) tableAgrees(rd *driftRead, touched plan.Scope) bool {
+	read, cached := rd.table, r.table
+	for k := range touched.Keys {
+		if svc, ok := rd.obs.State.Services[k]; ok {
+			read.countService(svc, -1)
+		}
+		if svc, ok := r.observed.Services[k]; ok {
+			cached.countService(svc, -1)
+		}
+	}
+	return read == cached
+}
+
+// setsAgree is tableAgrees for the set members.
+func (r *Reconciler) setsAgree(rd *driftRead, touched plan.Scope) bool {
+	read, cached := rd.sets, r.sets
+	for e := range touched.Sets {
+		if _, ok := rd.obs.State.Sets[e]; ok {
+			read.count(memberHash(e), -1)
+		}
+		if _, ok := r.observed.Sets[e]; ok {
+			cached.count(memberHash(e), -1)
+		}
+	}
+	return read == cached
 }
 
 // foldTable folds the read's virtual servers one by one.
