@@ -63,17 +63,17 @@ func ipsetNames(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// ipsetMembers lists the members of one of the shim's sets. A missing set
-// is an error wrapping ENOENT.
-func ipsetMembers(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error) {
+// ipsetMembers calls each with every member of one of the shim's sets,
+// as it decodes them: a read of 100,000 members builds no list of them. A
+// missing set is an error wrapping ENOENT.
+func ipsetMembers(ctx context.Context, def shim.SetDef, each func(model.SetEntry)) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint8(ipsetAttrProto, ipsetProtocol)
 	ae.String(ipsetAttrName, def.Name)
 	msgs, err := ipsetDump(ctx, ae)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []model.SetEntry
 	for _, m := range msgs {
 		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			if typ != ipsetAttrADT {
@@ -87,15 +87,15 @@ func ipsetMembers(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error
 				if err != nil {
 					return fmt.Errorf("read member of ipset %s: %w", def.Name, err)
 				}
-				out = append(out, e)
+				each(e)
 				return nil
 			})
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // rawMember is what a member's attributes hold.

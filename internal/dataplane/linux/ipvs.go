@@ -140,6 +140,14 @@ func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 		return fmt.Errorf("list IPVS services: %w", err)
 	}
 	listed := readProcIPVS()
+	// Sized up front: maps grown from empty to 10,000 services and 100,000
+	// counters leave as much garbage again as they hold, every read.
+	if len(obs.State.Services) == 0 {
+		obs.State.Services = make(map[model.VSKey]*model.Service, len(svcs))
+	}
+	if len(obs.Conns) == 0 && listed != nil {
+		obs.Conns = make(map[dataplane.RealRef]model.Conns, listed.count)
+	}
 	for _, s := range svcs {
 		vs, err := fromService(s)
 		if err != nil {

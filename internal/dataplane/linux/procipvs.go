@@ -40,6 +40,7 @@ type procTable struct {
 	byKey  map[model.VSKey]*procList // protocol/address/port services
 	byMark map[uint32]*procList
 	twice  map[uint32]bool // marks listed more than once
+	count  int             // real server lines kept
 }
 
 // reals are the real servers the file lists for k; ok is false when the file
@@ -111,6 +112,7 @@ func parseProcIPVS(r io.Reader) (*procTable, error) {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
 			cur.reals = append(cur.reals, pr)
+			t.count++
 			continue
 		}
 		var err error

@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +57,8 @@ type Shim struct {
 	// inPlace: ShimInPlace last found the rules in place for this
 	// configuration at this nftables generation (nil: not known).
 	inPlace *rulesSeen
+	// lastMembers is how many members the last SetEntries found.
+	lastMembers int
 }
 
 // rulesSeen is a configuration whose rules were found in place, and the
@@ -368,34 +369,35 @@ func isSetExists(err error) bool {
 func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[model.SetEntry]struct{}{}
+	// Sized as the last read found it: a map grown from empty to 120,000
+	// members (10,000 Services) leaves as much garbage again as it holds.
+	out := make(map[model.SetEntry]struct{}, s.lastMembers)
+	add := func(e model.SetEntry) { out[e] = struct{}{} }
 	for _, def := range shim.Sets(true, true) {
-		members, err := s.members(ctx, def)
+		err := s.eachMember(ctx, def, add)
 		if errors.Is(err, dataplane.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range members {
-			out[e] = struct{}{}
-		}
 	}
+	s.lastMembers = len(out)
 	return out, nil
 }
 
-// members lists the members of one set (ErrNotExist when it is missing).
-// Only the shim's lock orders it with the other set calls: it reads on a
-// socket of its own (ipsetlist.go).
-func (s *Shim) members(ctx context.Context, def shim.SetDef) ([]model.SetEntry, error) {
-	out, err := ipsetMembers(ctx, def)
+// eachMember calls each with every member of one set (ErrNotExist when it
+// is missing). Only the shim's lock orders it with the other set calls: it
+// reads on a socket of its own (ipsetlist.go).
+func (s *Shim) eachMember(ctx context.Context, def shim.SetDef, each func(model.SetEntry)) error {
+	err := ipsetMembers(ctx, def, each)
 	if errors.Is(err, syscall.ENOENT) {
-		return nil, fmt.Errorf("list ipset %s: %w: %w", def.Name, dataplane.ErrNotExist, err)
+		return fmt.Errorf("list ipset %s: %w: %w", def.Name, dataplane.ErrNotExist, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list ipset %s: %w", def.Name, err)
+		return fmt.Errorf("list ipset %s: %w", def.Name, err)
 	}
-	return out, nil
+	return nil
 }
 
 // toIPSetEntry is the netlink form of a member. A hash:ip member (no
@@ -492,13 +494,13 @@ func (s *Shim) heldAs(ctx context.Context, e model.SetEntry) (bool, error) {
 		if def.Name != e.Set {
 			continue
 		}
-		members, err := s.members(ctx, def)
-		if err != nil {
-			return false, err
-		}
 		want := e
 		want.Net = e.Net.Masked() // the kernel keeps a network's address masked
-		return slices.Contains(members, want), nil
+		found := false
+		if err := s.eachMember(ctx, def, func(m model.SetEntry) { found = found || m == want }); err != nil {
+			return false, err
+		}
+		return found, nil
 	}
 	return false, fmt.Errorf("%s is not one of the shim's sets", e.Set)
 }
