@@ -135,6 +135,8 @@ const (
 	rankCount  = 3
 )
 
+// bucketed counts the operations into their buckets (a counting sort: two
+// passes, no comparison).
 func bucketed(ops []Op) sortBuckets {
 	of := make([]uint8, len(ops))
 	var count [stageCount * rankCount]int
