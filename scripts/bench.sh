@@ -27,6 +27,8 @@
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 #   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
 #                         (e.g. BENCH_TOOLS=kube-proxy-ipvs BENCH_EXTRA_FLAGS=--v=4); not for the doc
+#                         (kube-ipvs: --cpu-profile /tmp/cpu.pprof or --heap-profile
+#                         /tmp/heap.pprof; the profile lands in bin/bench-N-cpu.pprof)
 #   BENCH_LOG_LINES       how many of each tool's last log lines the results keep (default 15)
 # A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
 # (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer
@@ -57,6 +59,18 @@ changes_for() {
     echo 100 ;;
   *) echo "$changes" ;;
   esac
+}
+
+# take_profiles LOG N: the Go profiles a tool wrote in the VM (BENCH_EXTRA_FLAGS
+# such as kube-ipvs' hidden --cpu-profile /tmp/NAME.pprof), from the console
+# into bin/bench-N-NAME.pprof.
+take_profiles() {
+  local name
+  mkdir -p "$root/bin"
+  for name in $(sed -n 's/^bench-profile-begin \(.*\)$/\1/p' "$1"); do
+    sed -n "/^bench-profile-begin $name\$/,/^bench-profile-end $name\$/p" "$1" | sed '1d;$d' | base64 -d >"$root/bin/bench-$2-$name"
+    log "profile $name in bin/bench-$2-$name"
+  done
 }
 
 [ "$(id -u)" = 0 ] || { log "must run as root (the VM scripts install packages)"; exit 2; }
@@ -101,11 +115,12 @@ for n in "${nlist[@]}"; do
     --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
     --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
     --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
-    --version-nft "$(nft --version | awk '{print $2}')"; then
+    --version-nft "$(nft --version | awk '{print $2}')" | tee "$work/console-$n.log"; then
     :
   else
     log "N=$n: bench-host failed (status $?)"
   fi
+  take_profiles "$work/console-$n.log" "$n"
   [ -f "$out" ] && results+=("$out")
   log "N=$n: $(($(date +%s) - tn)) s"
 done

@@ -8,11 +8,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -109,7 +111,30 @@ func run(s settings) error {
 			return err
 		}
 	}
+	printProfiles()
 	return nil
+}
+
+// printProfiles puts every /tmp/*.pprof a tool wrote (BENCH_EXTRA_FLAGS
+// such as kube-ipvs' hidden --cpu-profile) onto the console in base64,
+// between "bench-profile-begin NAME" and "bench-profile-end NAME" lines,
+// for scripts/bench.sh to take out of the VM.
+func printProfiles() {
+	files, _ := filepath.Glob("/tmp/*.pprof")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		name := filepath.Base(f)
+		fmt.Printf("bench-profile-begin %s\n", name)
+		enc := base64.StdEncoding.EncodeToString(data)
+		for len(enc) > 76 {
+			fmt.Println(enc[:76])
+			enc = enc[76:]
+		}
+		fmt.Printf("%s\nbench-profile-end %s\n", enc, name)
+	}
 }
 
 // loadModules loads what kube-proxy's nftables mode needs beyond the VM's
