@@ -105,24 +105,51 @@ func (s *Store) Synced() bool {
 }
 
 // SetService adds or replaces a Service.
-func (s *Store) SetService(svc *corev1.Service) {
-	name := model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}
+func (s *Store) SetService(svc *corev1.Service) { s.Edit(func(e Edit) { e.SetService(svc) }) }
+
+// DeleteService removes a Service.
+func (s *Store) DeleteService(name model.ServiceName) { s.Edit(func(e Edit) { e.DeleteService(name) }) }
+
+// SetSlice adds or replaces an EndpointSlice.
+func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
+	s.Edit(func(e Edit) { e.SetSlice(slice) })
+}
+
+// DeleteSlice removes an EndpointSlice by namespace and name.
+func (s *Store) DeleteSlice(namespace, name string) {
+	s.Edit(func(e Edit) { e.DeleteSlice(namespace, name) })
+}
+
+// Edit makes the changes fn makes at once: no Take, and no read of a
+// Service after one, sees some of them without the others. A manifest
+// file is one change: its Service with a bad annotation and its
+// EndpointSlice with a new endpoint, put in one after the other, would
+// otherwise let a sync between them program the endpoint that the file's
+// refusal should have kept out. fn must not call the Store's methods.
+func (s *Store) Edit(fn func(Edit)) {
 	s.mu.Lock()
-	s.noteServiceLocked(name)
-	s.services[name] = svc
-	s.dirty[name] = struct{}{}
+	fn(Edit{s: s})
 	s.mu.Unlock()
 	s.poke()
 }
 
+// Edit is the Store's changes under its lock (see Store.Edit).
+type Edit struct{ s *Store }
+
+// SetService adds or replaces a Service.
+func (e Edit) SetService(svc *corev1.Service) {
+	s, name := e.s, model.ServiceName{Namespace: svc.Namespace, Name: svc.Name}
+	s.noteServiceLocked(name)
+	s.services[name] = svc
+	s.dirty[name] = struct{}{}
+}
+
 // DeleteService removes a Service.
-func (s *Store) DeleteService(name model.ServiceName) {
-	s.mu.Lock()
+func (e Edit) DeleteService(name model.ServiceName) {
+	s := e.s
 	s.noteServiceLocked(name)
 	delete(s.services, name)
 	s.dirty[name] = struct{}{}
-	s.mu.Unlock()
-	s.poke()
 }
 
 // ServiceOf names the Service an EndpointSlice belongs to (its
@@ -133,9 +160,8 @@ func ServiceOf(slice *discoveryv1.EndpointSlice) (model.ServiceName, bool) {
 }
 
 // SetSlice adds or replaces an EndpointSlice.
-func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
-	key := sliceKey{slice.Namespace, slice.Name}
-	s.mu.Lock()
+func (e Edit) SetSlice(slice *discoveryv1.EndpointSlice) {
+	s, key := e.s, sliceKey{slice.Namespace, slice.Name}
 	s.removeSliceLocked(key)
 	if name, ok := ServiceOf(slice); ok {
 		s.noteSliceLocked(name, slice, false)
@@ -146,20 +172,15 @@ func (s *Store) SetSlice(slice *discoveryv1.EndpointSlice) {
 		s.sliceSvc[key] = name
 		s.dirty[name] = struct{}{}
 	}
-	s.mu.Unlock()
-	s.poke()
 }
 
 // DeleteSlice removes an EndpointSlice by namespace and name.
-func (s *Store) DeleteSlice(namespace, name string) {
-	key := sliceKey{namespace, name}
-	s.mu.Lock()
+func (e Edit) DeleteSlice(namespace, name string) {
+	s, key := e.s, sliceKey{namespace, name}
 	if svc, ok := s.sliceSvc[key]; ok {
 		s.noteSliceLocked(svc, s.slices[svc][key], true)
 	}
 	s.removeSliceLocked(key)
-	s.mu.Unlock()
-	s.poke()
 }
 
 func (s *Store) removeSliceLocked(key sliceKey) {

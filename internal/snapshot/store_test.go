@@ -173,3 +173,29 @@ func TestHostAddrsChangeTheNode(t *testing.T) {
 		t.Fatal("the same addresses again changed the node")
 	}
 }
+
+// TestEditIsOneChange: a reader that runs while an edit is under way
+// (another goroutine's Take, then its read of the Service) sees the edit
+// whole, never the Service without the slice put in after it.
+func TestEditIsOneChange(t *testing.T) {
+	s := NewStore()
+	got := make(chan []*discoveryv1.EndpointSlice)
+	s.Edit(func(e Edit) {
+		e.SetService(svc("a"))
+		go func() {
+			s.Take()
+			_, slices := s.Service(names("a")[0])
+			got <- slices
+		}()
+		time.Sleep(20 * time.Millisecond) // the reader's chance to run in between
+		e.SetSlice(slice("a-1", "a"))
+	})
+	if slices := <-got; len(slices) != 1 {
+		t.Fatalf("a read during the edit saw %d slices of a, want the edit whole (1)", len(slices))
+	}
+	select {
+	case <-s.Notify():
+	default:
+		t.Fatal("an edit did not notify")
+	}
+}

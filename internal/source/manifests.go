@@ -316,10 +316,16 @@ func (m *Manifests) newDuplicates(dups []Problem, full bool) []Problem {
 
 // apply puts into the Store the Services and EndpointSlices that differ
 // from what it holds, and deletes the ones that went away.
+// They go in as one Store edit: a sync sees the folder's change whole, never
+// a file's EndpointSlice without the Service beside it.
 func (m *Manifests) apply(desired map[objKey]placed) {
+	m.Store.Edit(func(e snapshot.Edit) { m.applyIn(e, desired) })
+}
+
+func (m *Manifests) applyIn(e snapshot.Edit, desired map[objKey]placed) {
 	for key := range m.applied {
 		if _, ok := desired[key]; !ok {
-			m.deleteObject(key)
+			deleteObject(e, key)
 			delete(m.applied, key)
 		}
 	}
@@ -334,20 +340,20 @@ func (m *Manifests) apply(desired map[objKey]placed) {
 		}
 		switch o := p.obj.(type) {
 		case *corev1.Service:
-			m.Store.SetService(o)
+			e.SetService(o)
 		case *discoveryv1.EndpointSlice:
-			m.Store.SetSlice(o)
+			e.SetSlice(o)
 		}
 		m.applied[key] = p.obj
 	}
 }
 
-func (m *Manifests) deleteObject(key objKey) {
+func deleteObject(e snapshot.Edit, key objKey) {
 	switch key.kind {
 	case "Service":
-		m.Store.DeleteService(model.ServiceName{Namespace: key.namespace, Name: key.name})
+		e.DeleteService(model.ServiceName{Namespace: key.namespace, Name: key.name})
 	case "EndpointSlice":
-		m.Store.DeleteSlice(key.namespace, key.name)
+		e.DeleteSlice(key.namespace, key.name)
 	}
 }
 
