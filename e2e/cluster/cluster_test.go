@@ -137,6 +137,9 @@ func TestAgentAgainstAPIServer(t *testing.T) {
 	con, wait := bootVMWith(ctx, t, e, daemonSetGuest(p), append(p.adds, tunedFiles(e)...)...)
 	defer func() {
 		if t.Failed() {
+			if crash := con.Crash(60); crash != nil {
+				t.Logf("the agent crashed:\n%s", strings.Join(crash, "\n"))
+			}
 			t.Logf("last console lines:\n%s", strings.Join(con.Tail(150), "\n"))
 		}
 	}()

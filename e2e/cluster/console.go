@@ -162,3 +162,17 @@ func (c *Console) Tail(n int) []string {
 	}
 	return append([]string(nil), c.all...)
 }
+
+// Crash is the agent's crash report, if it printed one (a panic or a
+// runtime fatal error): its first n lines from the message on, which a
+// goroutine dump pushes out of Tail.
+func (c *Console) Crash(n int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, l := range c.all {
+		if strings.Contains(l, "agent| panic:") || strings.Contains(l, "agent| fatal error:") {
+			return append([]string(nil), c.all[i:min(len(c.all), i+n)]...)
+		}
+	}
+	return nil
+}
