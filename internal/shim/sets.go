@@ -122,11 +122,27 @@ func (k SetKind) String() string {
 // Name is the ipset name of the kind in a family. kube-proxy's sets are
 // KUBE-<kind> (and KUBE-6-<kind>); ours never collide with them.
 func (k SetKind) Name(v6 bool) string {
+	if int(k) < len(setNames) && setNames[k][0] != "" {
+		if v6 {
+			return setNames[k][1]
+		}
+		return setNames[k][0]
+	}
 	if v6 {
 		return "KUBE-IPVS6-" + k.String()
 	}
 	return "KUBE-IPVS-" + k.String()
 }
+
+// setNames are the kinds' names, made once: every member carries its set's
+// name, and a name built per member was a string of its own each, 130,000
+// of them at 10,000 Services (issue 12, item 4).
+var setNames = func() (out [len(kindInfos)][2]string) {
+	for _, k := range kinds {
+		out[k] = [2]string{"KUBE-IPVS-" + k.String(), "KUBE-IPVS6-" + k.String()}
+	}
+	return out
+}()
 
 // Type is the kind's ipset type.
 func (k SetKind) Type() IPSetType { return k.info().typ }
