@@ -122,12 +122,17 @@ func (k SetKind) String() string {
 // Name is the ipset name of the kind in a family. kube-proxy's sets are
 // KUBE-<kind> (and KUBE-6-<kind>); ours never collide with them.
 func (k SetKind) Name(v6 bool) string {
-	if int(k) < len(setNames) && setNames[k][0] != "" {
-		if v6 {
-			return setNames[k][1]
-		}
-		return setNames[k][0]
+	f := 0
+	if v6 {
+		f = 1
 	}
+	if int(k) < len(setNames) && setNames[k][f] != "" {
+		return setNames[k][f]
+	}
+	return makeName(k, v6)
+}
+
+func makeName(k SetKind, v6 bool) string {
 	if v6 {
 		return "KUBE-IPVS6-" + k.String()
 	}
@@ -139,7 +144,7 @@ func (k SetKind) Name(v6 bool) string {
 // of them at 10,000 Services (issue 12, item 4).
 var setNames = func() (out [len(kindInfos)][2]string) {
 	for _, k := range kinds {
-		out[k] = [2]string{"KUBE-IPVS-" + k.String(), "KUBE-IPVS6-" + k.String()}
+		out[k] = [2]string{makeName(k, false), makeName(k, true)}
 	}
 	return out
 }()
