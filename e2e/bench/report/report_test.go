@@ -52,6 +52,34 @@ func TestGoals(t *testing.T) {
 	}
 }
 
+// A kube-proxy that saw none of its changes within the timeout has a p99 of
+// at least the timeout: the goal divides that bound, and says it is one.
+func TestGoalsCountChangesNeverSeen(t *testing.T) {
+	r := run(10000)
+	r.ChangeTimeout = 60
+	r.Tools[0].Latencies, r.Tools[0].Timeouts = nil, 4
+	r.Tools[2].Timeouts = 0
+	g := Goals([]result.Run{r})
+	for _, want := range []string{
+		"| vs kube-proxy IPVS: change p99 ≥ 20× lower | kube-proxy at least 60.0 s (4 of 4 never seen within it), kube-ipvs 0.200 s: ≥ 300× | met |",
+		"| vs kube-proxy nftables: lower change latency p99 | kube-proxy 1.30 s, kube-ipvs 0.200 s | met |",
+	} {
+		if !strings.Contains(g, want) {
+			t.Errorf("goals lack %q:\n%s", want, g)
+		}
+	}
+	// Without the timeout recorded (a run before it was), nothing to divide.
+	r.ChangeTimeout = 0
+	if g := Goals([]result.Run{r}); !strings.Contains(g, "| vs kube-proxy IPVS: change p99 ≥ 20× lower | not measured | missed |") {
+		t.Errorf("a bound that was not recorded was used:\n%s", g)
+	}
+	// kube-ipvs's own p99 on a timeout is no value to meet a goal with.
+	r.ChangeTimeout, r.Tools[2].Latencies, r.Tools[2].Timeouts = 60, []float64{0.1}, 3
+	if g := Goals([]result.Run{r}); !strings.Contains(g, "(kube-ipvs's is a bound too) | missed |") {
+		t.Errorf("a censored kube-ipvs p99 met a goal:\n%s", g)
+	}
+}
+
 func TestPlotWritesPNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.png")
 	if err := Plot([]result.Run{run(1000), run(5000)}, path); err != nil {

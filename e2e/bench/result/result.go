@@ -30,6 +30,7 @@ type Run struct {
 	BurstRequested   int       `json:"burst_requested"`   // changes in the burst
 	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
 	ChangeBudget     float64   `json:"change_budget_s"`   // a tool's change series stops after this (0: none)
+	ChangeTimeout    float64   `json:"change_timeout_s"`  // a change not seen by then is a timeout (0: not recorded)
 	Tools            []Tool    `json:"tools"`             // in the order measured
 	Notes            []string  `json:"notes,omitempty"`   // anything that went wrong around the tools
 	GuestKernel      string    `json:"guest_kernel"`      // uname -r in the VM
@@ -111,6 +112,30 @@ func Percentile(xs []float64, p float64) float64 {
 		rank = len(s)
 	}
 	return s[rank-1]
+}
+
+// CensoredPercentile is the nearest-rank percentile over every change,
+// seen or not, where each of the timeouts is known only to have taken at
+// least timeout (a change not seen in time is slower than every one seen).
+// atLeast says the rank fell on a timeout, so the value is a lower bound:
+// a tool that saw none of its changes still has a p99, "at least the
+// timeout", which is what it showed. NaN if there is nothing to rank, or
+// if the rank falls on a timeout whose bound was not recorded.
+func CensoredPercentile(xs []float64, timeouts int, timeout, p float64) (v float64, atLeast bool) {
+	n := len(xs) + timeouts
+	if n == 0 {
+		return math.NaN(), false
+	}
+	rank := min(max(int(math.Ceil(p/100*float64(n))), 1), n)
+	if rank <= len(xs) {
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		return s[rank-1], false
+	}
+	if timeout <= 0 {
+		return math.NaN(), false
+	}
+	return timeout, true
 }
 
 // Max of xs; NaN if empty.

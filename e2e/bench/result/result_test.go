@@ -22,3 +22,29 @@ func TestPercentile(t *testing.T) {
 		t.Error("Max")
 	}
 }
+
+func TestCensoredPercentile(t *testing.T) {
+	seen := []float64{3, 1, 2}
+	for _, tc := range []struct {
+		timeouts int
+		p, want  float64
+		atLeast  bool
+	}{
+		{0, 99, 3, false},  // nothing censored: the plain percentile
+		{1, 50, 2, false},  // rank 2 of 4 falls on a change seen
+		{1, 99, 60, true},  // rank 4 of 4 is the change never seen
+		{97, 2, 2, false},  // 100 changes, rank 2: seen ones rank first
+		{97, 50, 60, true}, // most never seen: the median is a bound
+	} {
+		v, atLeast := CensoredPercentile(seen, tc.timeouts, 60, tc.p)
+		if v != tc.want || atLeast != tc.atLeast {
+			t.Errorf("%d timeouts, p%v: got %v (at least: %v), want %v (%v)", tc.timeouts, tc.p, v, atLeast, tc.want, tc.atLeast)
+		}
+	}
+	if v, _ := CensoredPercentile(nil, 4, 0, 99); !math.IsNaN(v) {
+		t.Errorf("a bound not recorded: got %v, want NaN", v)
+	}
+	if v, _ := CensoredPercentile(nil, 0, 60, 99); !math.IsNaN(v) {
+		t.Errorf("nothing measured: got %v, want NaN", v)
+	}
+}

@@ -97,6 +97,7 @@ func run(o options) error {
 		N: o.n, EndpointsPerSvc: o.endpoints, Started: start.UTC(), Machine: machine(),
 		Versions: o.versions, ChangesRequested: o.changes, ChangeSpacing: o.spacing.Seconds(),
 		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(), ChangeBudget: o.changeBudget.Seconds(),
+		ChangeTimeout: o.changeTimeout.Seconds(),
 	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
 	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
