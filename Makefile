@@ -35,8 +35,11 @@ image-check: image
 # a real kube-apiserver under its RBAC; last, a four-node cluster in the VM.
 test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e
 
+# The benchmark's own module (its report, its percentiles) is tested here
+# too: `make bench` is not part of CI, and its verdicts must not rot.
 unit:
 	$(GO) test -count=1 ./...
+	cd e2e/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 contract:
 	scripts/contract-vm.sh
