@@ -9,7 +9,8 @@
 #   scripts/resync-vm.sh REV...          # and the agent at each git revision, first
 #
 # Settings (environment): RESYNC_SERVICES (10000), RESYNC_IDLE (60 s),
-# RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (180 s), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
+# RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (900 s: at 10k a read takes seconds, and the
+# checker waits 100 reads' time after one), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
 # at 10,000 Services it takes 15-30 minutes under emulation.
 set -euo pipefail
 

@@ -16,7 +16,7 @@ set -u
 N=${RESYNC_SERVICES:-10000}
 IDLE=${RESYNC_IDLE:-60}
 CHANGES=${RESYNC_CHANGES:-20}
-REPAIR=${RESYNC_REPAIR_LIMIT:-180}
+REPAIR=${RESYNC_REPAIR_LIMIT:-900}
 TOOLS=${RESYNC_TOOLS:-new}
 M=/tmp/manifests
 now() { awk '{print $1}' /proc/uptime; }

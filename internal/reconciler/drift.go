@@ -336,10 +336,14 @@ type DriftChecker struct {
 // readShare bounds the time the checker spends reading: after a read that
 // took t it waits at least readShare × t, so that at most about 1/readShare
 // of a CPU goes to finding drift however large the table. At 10,000
-// Services × 10 endpoints a whole read takes seconds under emulation, and
-// read every 30 s it was most of the agent's idle cost (issue 12); a
-// table that reads in under Period/readShare keeps the Period as it is.
-const readShare = 20
+// Services × 10 endpoints a whole read takes seconds under emulation: read
+// every 30 s it was most of the agent's idle cost, and at a twentieth of a
+// CPU it still cost three times what kube-proxy's nftables mode spends at
+// rest (issue 12). A hundredth keeps the drift check below that, and
+// repairs within 101 reads' time, which is still well inside the hour
+// nftables mode takes to rewrite what someone else changed (its full
+// sync). A table that reads in under Period/readShare keeps the Period.
+const readShare = 100
 
 // Run reads the kernel every Period until ctx ends, the first Period
 // after the first sync (which reads the whole kernel itself). A read

@@ -259,7 +259,7 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 		want int // reads in 1,000 s after the first sync
 	}{
 		{take: 10 * time.Millisecond, want: 33}, // every 30 s
-		{take: 10 * time.Second, want: 5},       // every 200 s, read included
+		{take: 2 * time.Second, want: 5},        // every 202 s, read included
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t)
