@@ -76,6 +76,9 @@ type Tool struct {
 
 	// Idle: CPU over a window with no change at all, once quiet.
 	IdleCPU float64 `json:"idle_cpu_s"`
+	// IdleSlices is the idle window's CPU in consecutive 10 s slices:
+	// whether it was spread or one piece of work (a periodic read) in it.
+	IdleSlices []float64 `json:"idle_slices_cpu_s,omitempty"`
 
 	// One endpoint change at a time, spaced; latency = API write sent to
 	// the change seen in the kernel. A change not seen within the timeout

@@ -116,15 +116,11 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	} else {
 		fmt.Printf("bench-guest: %s: quiet after %.1f s, %.1f CPU-s\n", name, t.SettleSeconds, t.SettleCPU)
 	}
-	c0, _ := cpuSeconds(pid)
-	time.Sleep(s.idle)
-	c1, err := cpuSeconds(pid)
-	if err != nil {
+	if err := idle(&t, pid, s.idle); err != nil {
 		t.Error = err.Error()
 		return t
 	}
-	t.IdleCPU = c1 - c0
-	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s\n", name, s.idle.Seconds(), t.IdleCPU)
+	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s (per 10 s: %s)\n", name, s.idle.Seconds(), t.IdleCPU, slices(t.IdleSlices))
 
 	if err := changes(&t, s, obs, pid, name); err != nil {
 		t.Error = err.Error()
@@ -417,4 +413,36 @@ func isErrorLine(l string) bool {
 		return true
 	}
 	return strings.Contains(l, `"level":"error"`) || strings.Contains(l, "\tERROR\t") || strings.Contains(l, "\terror\t")
+}
+
+// idleSlice is how often the idle window's CPU is sampled.
+const idleSlice = 10 * time.Second
+
+// idle measures the CPU over the idle window, slice by slice.
+func idle(t *result.Tool, pid int, window time.Duration) error {
+	c0, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	first := c0
+	for slept := time.Duration(0); slept < window; slept += idleSlice {
+		time.Sleep(min(idleSlice, window-slept))
+		c, err := cpuSeconds(pid)
+		if err != nil {
+			return err
+		}
+		t.IdleSlices = append(t.IdleSlices, c-c0)
+		c0 = c
+	}
+	t.IdleCPU = c0 - first
+	return nil
+}
+
+// slices renders CPU slices as "0.10 0.20 ...".
+func slices(xs []float64) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(out, " ")
 }
