@@ -129,7 +129,7 @@ func TestLifecycle(t *testing.T) {
 	})
 
 	t.Run("a foreign virtual server survives resyncs", func(t *testing.T) {
-		// A drift check reads the whole kernel every syncPeriod (or 20
+		// A drift check reads the whole kernel every syncPeriod (or 100
 		// reads' time, when a read is slow); wait for two folded after
 		// the foreign rules went in.
 		n := 0

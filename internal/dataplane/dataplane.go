@@ -54,6 +54,18 @@ type Observation struct {
 	Conns map[RealRef]model.Conns
 }
 
+// Visitor is handed, entry by entry, what a Scan reads: every virtual
+// server, each of its real servers (after the virtual server), every
+// address on LinkName and every member of the shim's sets. A nil function
+// skips its kind. What it is handed is valid only during the call (it may
+// be kept: none of it aliases the read's buffers).
+type Visitor struct {
+	Service func(vs model.VirtualServer)
+	Real    func(vs model.VSKey, rs model.RealServer)
+	Addr    func(a netip.Addr)
+	Member  func(e model.SetEntry)
+}
+
 // RealRef names one real server of one virtual server.
 type RealRef struct {
 	VS model.VSKey
@@ -80,6 +92,12 @@ type Dataplane interface {
 	// members. An error means the read is doubtful and must not be used to
 	// prune anything.
 	Observe(ctx context.Context) (Observation, error)
+	// Scan reads what Observe reads (but the connection counters) and hands
+	// it to v as it is decoded, keeping none of it: a read whose reader
+	// wants only a digest of the kernel costs no copy of it (issue 12: a
+	// whole Observation at 10,000 Services is about 100 MB). An error means
+	// the read is doubtful, as Observe's.
+	Scan(ctx context.Context, v Visitor) error
 	Close() error
 }
 
@@ -253,6 +271,8 @@ type Reader interface {
 	// Observe is Dataplane.Observe: the whole table at once, read the same
 	// way the first sync reads it.
 	Observe(ctx context.Context) (Observation, error)
+	// Scan is Dataplane.Scan.
+	Scan(ctx context.Context, v Visitor) error
 	// ShimInPlace is Netfilter.ShimInPlace.
 	ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error)
 }

@@ -24,6 +24,12 @@ func (d *digest) count(h uint64, sign int) {
 	d.sum += uint64(sign) * h
 }
 
+// remove takes out a part counted into d.
+func (d *digest) remove(part digest) {
+	d.n -= part.n
+	d.sum -= part.sum
+}
+
 // hashSeed is the process's one seed: both sides hash with it.
 var hashSeed = maphash.MakeSeed()
 

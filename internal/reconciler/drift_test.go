@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,18 +24,33 @@ var (
 )
 
 // blockingReader reads the fake kernel at once, then holds its answer
-// until released: a drift read that takes as long as the test wants.
+// until released: a drift read that takes as long as the test wants. It
+// holds the first read only (the scan), not the whole read a scan that
+// found drift asks for.
 type blockingReader struct {
 	dataplane.Reader
-	entered chan struct{} // one value per read, sent after the kernel was read
+	entered chan struct{} // one value, sent after the kernel was read
 	release chan struct{}
+	held    atomic.Bool
 }
 
 func (b *blockingReader) Observe(ctx context.Context) (dataplane.Observation, error) {
 	obs, err := b.Reader.Observe(ctx)
-	b.entered <- struct{}{}
-	<-b.release
+	b.hold()
 	return obs, err
+}
+
+func (b *blockingReader) Scan(ctx context.Context, v dataplane.Visitor) error {
+	err := b.Reader.Scan(ctx, v)
+	b.hold()
+	return err
+}
+
+func (b *blockingReader) hold() {
+	if b.held.CompareAndSwap(false, true) {
+		b.entered <- struct{}{}
+		<-b.release
+	}
 }
 
 func newBlockingReader(rd dataplane.Reader) *blockingReader {
@@ -82,9 +98,14 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatal("a sync with no read to fold says it checked the kernel")
 	}
 	close(br.release)
+	// The scan differs from the cache (dns's real server): the checker
+	// reads the kernel whole, and that read is folded.
+	if st = r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked {
+		t.Fatalf("scan's fold: %+v, want a checked sync that repaired nothing yet", st)
+	}
 	st = r.foldNext()
-	if rd := <-read; rd == nil {
-		t.Fatal("drift read failed")
+	if rd := <-read; rd == nil || rd.scan != nil {
+		t.Fatalf("drift read failed or was no whole read: %+v", rd)
 	}
 	if st.Failed != 0 || st.Drift != 1 || !st.Checked {
 		t.Fatalf("fold: %+v, want a checked sync, one drifted virtual server and no failure", st)
@@ -136,8 +157,8 @@ func TestIdleFoldChangesNothing(t *testing.T) {
 		t.Fatalf("idle fold: %+v, want nothing", st)
 	}
 	calls := r.fake.Calls()
-	if calls["Observe"] != 1 || calls["ShimInPlace"] != 1 || calls["EnsureShim"] != 0 || mutating(r.fake) != 1 {
-		t.Fatalf("idle fold calls %v: want one read, one rules check, no write", calls)
+	if calls["Scan"] != 1 || calls["Observe"] != 0 || calls["ShimInPlace"] != 1 || calls["EnsureShim"] != 0 || mutating(r.fake) != 1 {
+		t.Fatalf("idle fold calls %v: want one scan, no whole read, one rules check, no write", calls)
 	}
 	if after, _ := r.rec.View().Server(webKey); after != before {
 		t.Fatal("the idle fold published a new copy of a virtual server that did not change")
@@ -148,8 +169,9 @@ func TestIdleFoldChangesNothing(t *testing.T) {
 // checker on a fake clock: changes made by someone else to every part of
 // the kernel (a virtual server deleted, a real server deleted, added or
 // reweighted, a VIP unbound, a set member removed, the rules flushed) are
-// each repaired within one period plus the sync's minimum interval, and
-// no full sync runs after the first.
+// each repaired within one period plus twice the sync's minimum interval
+// (the scan's fold, then the whole read's), and no full sync runs after
+// the first.
 func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
@@ -197,10 +219,10 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 			if r.fake.State().Equal(want) && r.fake.ShimConfig() != nil {
 				t.Fatalf("change %d changed nothing", i)
 			}
-			time.Sleep(period + minInterval)
+			time.Sleep(period + 2*minInterval)
 			synctest.Wait()
 			if got := r.fake.State(); !got.Equal(want) || r.fake.ShimConfig() == nil {
-				t.Fatalf("change %d not repaired within %s:\n%s\nwant:\n%s(rules %v)", i, period+minInterval, got.Dump(), want.Dump(), r.fake.ShimConfig())
+				t.Fatalf("change %d not repaired within %s:\n%s\nwant:\n%s(rules %v)", i, period+2*minInterval, got.Dump(), want.Dump(), r.fake.ShimConfig())
 			}
 		}
 		if fulls != 1 {
@@ -213,7 +235,8 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 }
 
 // TestFailedDriftReadRepairsNothing: a read that fails is dropped; the
-// sync loop is not woken and the cache is left as it was.
+// sync loop is not woken and the cache is left as it was. So is a whole
+// read that fails after a scan found the kernel differs.
 func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	r := newRig(t)
 	r.webAndDNS()
@@ -222,7 +245,7 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	if err := r.fake.DeleteService(ctx, dnsKey); err != nil {
 		t.Fatal(err)
 	}
-	r.fake.FailNext("Observe", errors.New("interrupted dump"))
+	r.fake.FailNext("Scan", errors.New("interrupted dump"))
 	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
 	if rd := d.read(ctx); rd != nil {
 		t.Fatal("a failed read was handed over")
@@ -234,6 +257,22 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	}
 	if st := r.sync(false); st.Drift != 0 || st.Ops != 0 {
 		t.Fatalf("sync after a failed read: %+v, want nothing", st)
+	}
+
+	r.fake.FailNext("Observe", errors.New("interrupted dump"))
+	read := make(chan *driftRead)
+	go func() { read <- d.read(ctx) }()
+	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 {
+		t.Fatalf("the scan's fold: %+v, want nothing repaired", st)
+	}
+	if rd := <-read; rd != nil {
+		t.Fatal("a failed whole read was handed over")
+	}
+	if st := r.sync(false); st.Drift != 0 || st.Ops != 0 {
+		t.Fatalf("sync after a failed whole read: %+v, want nothing", st)
+	}
+	if _, ok := r.fake.State().Services[dnsKey]; ok {
+		t.Fatal("a failed read repaired dns")
 	}
 }
 
@@ -248,6 +287,12 @@ func (s *slowReader) Observe(ctx context.Context) (dataplane.Observation, error)
 	s.reads++
 	time.Sleep(s.take)
 	return s.Reader.Observe(ctx)
+}
+
+func (s *slowReader) Scan(ctx context.Context, v dataplane.Visitor) error {
+	s.reads++
+	time.Sleep(s.take)
+	return s.Reader.Scan(ctx, v)
 }
 
 // TestSlowReadsSpreadOut: on a fake clock, a kernel that reads in a third
@@ -356,4 +401,101 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 	if !strings.Contains(r.fake.Dump(), "-a -u 10.96.0.53:53 -r 10.244.1.3:53") {
 		t.Fatalf("real server not repaired:\n%s", r.fake.Dump())
 	}
+}
+
+// scanBesideChange is readBesideChange with a scan: digests and what takes
+// the syncs' changes out of them, no copy of the kernel.
+func scanBesideChange(t *testing.T, r *rig) *driftRead {
+	t.Helper()
+	r.rec.drift.begin()
+	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	rd, err := d.scan(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
+	if st := r.sync(false); st.Ops == 0 {
+		t.Fatal("the change during the read planned nothing")
+	}
+	return rd
+}
+
+// TestScanBesideChangeAgrees: a scan that overlapped one of the agent's
+// changes agrees with the cache once what the change touched is taken out
+// of both: no whole read is asked for. Taking the touched virtual server
+// or set members out of one side only would make them differ.
+func TestScanBesideChangeAgrees(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	rd := scanBesideChange(t, r)
+	if rd.obs.State.Services != nil || rd.obs.State.Sets != nil || len(rd.scan.members) == 0 {
+		t.Fatalf("a scan kept the table or no member hashes: %d services, %d members", len(rd.obs.State.Services), len(rd.scan.members))
+	}
+	r.rec.drift.hand(rd)
+	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked || rd.wantWhole {
+		t.Fatalf("fold: %+v (whole read asked: %v), want a checked sync that needs no whole read", st, rd.wantWhole)
+	}
+}
+
+// TestScanFindsDriftBesideChange: what someone else changed before a scan
+// that overlapped one of the agent's changes makes the digests differ, in
+// the table and in the sets alike: the fold asks for a whole read.
+func TestScanFindsDriftBesideChange(t *testing.T) {
+	ctx := context.Background()
+	for name, foreign := range map[string]func(r *rig) error{
+		"real server": func(r *rig) error {
+			return r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53"))
+		},
+		"set member": func(r *rig) error {
+			return r.fake.DeleteSetEntry(ctx, shim.Entry(shim.ClusterIP, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			r.webAndDNS()
+			r.sync(false)
+			if err := foreign(r); err != nil {
+				t.Fatal(err)
+			}
+			rd := scanBesideChange(t, r)
+			r.rec.drift.hand(rd)
+			if st := r.foldNext(); st.Drift != 0 || !rd.wantWhole {
+				t.Fatalf("fold: %+v (whole read asked: %v), want a whole read asked for", st, rd.wantWhole)
+			}
+		})
+	}
+}
+
+// TestDriftCheckReadsWholeOnlyOnDrift: the checker's read is one scan when
+// the kernel agrees, and a scan then a whole read, which repairs, when it
+// does not.
+func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	ctx := context.Background()
+	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	check := func(wantScans, wantWhole, wantDrift int) {
+		t.Helper()
+		r.fake.ResetCalls()
+		read := make(chan *driftRead)
+		go func() { read <- d.read(ctx) }()
+		drift := r.foldNext().Drift
+		if wantWhole > 0 {
+			drift += r.foldNext().Drift
+		}
+		<-read
+		calls := r.fake.Calls()
+		if calls["Scan"] != wantScans || calls["Observe"] != wantWhole || drift != wantDrift {
+			t.Fatalf("%d scans, %d whole reads, %d drifted; want %d, %d, %d", calls["Scan"], calls["Observe"], drift, wantScans, wantWhole, wantDrift)
+		}
+	}
+	check(1, 0, 0)
+	if err := r.fake.DeleteService(ctx, dnsKey); err != nil {
+		t.Fatal(err)
+	}
+	check(1, 1, 1)
+	r.expectDump(webAndDNS)
+	check(1, 0, 0)
 }

@@ -193,7 +193,7 @@ func mutating(f *fake.Fake) int {
 	n := 0
 	for m, c := range f.Calls() {
 		switch m {
-		case "Observe", "Conns", "EnsureShim":
+		case "Observe", "Scan", "Conns", "EnsureShim":
 		default:
 			n += c
 		}

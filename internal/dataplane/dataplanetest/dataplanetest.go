@@ -65,6 +65,7 @@ func runTests[P any](t *testing.T, tests []contractTest[P], fresh func(t *testin
 // observeTests are about the one read that spans every part.
 var observeTests = []contractTest[dataplane.Dataplane]{
 	{"EverythingAtOnce", testObserveEverything},
+	{"ScanIsObserve", testScanIsObserve},
 	{"CanceledContext", testCanceledContext},
 }
 
@@ -200,6 +201,65 @@ func testObserveEverything(t *testing.T, dp dataplane.Dataplane) {
 	wantState(t, observe(t, ctx, dp), want)
 }
 
+// testScanIsObserve: Scan hands over exactly what Observe returns (but
+// the counters), every virtual server before its real servers, over both
+// families, a service with no reals, a fwmark one, and a member of every
+// set kind.
+func testScanIsObserve(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	k4, k6, bare := tcp4(vip4, 80), model.NewVSKey(model.UDP, vip6, 53), tcp4(vip4b, 8080)
+	mark := model.VirtualServer{Key: model.VSKey{FWMark: 7}, Scheduler: "sh"}
+	must(t, "init", dp.Init(ctx))
+	must(t, "ensure shim", dp.EnsureShim(ctx, dualStack))
+	for _, a := range []netip.Addr{vip4, vip6, vip4b} {
+		must(t, "bind", dp.AddAddr(ctx, a))
+	}
+	for _, vs := range []model.VirtualServer{rr(k4), rr(k6), rr(bare), mark} {
+		must(t, "add service", dp.AddService(ctx, vs))
+	}
+	must(t, "add real", dp.AddReal(ctx, k4, masq(real4a, 1)))
+	must(t, "add real", dp.AddReal(ctx, k4, masq(real4b, 0)))
+	must(t, "add real", dp.AddReal(ctx, k6, masq(real6a, 3)))
+	must(t, "add real", dp.AddReal(ctx, mark.Key, masq(real4a, 1)))
+	for _, e := range shimMembers() {
+		must(t, "add set member", dp.AddSetEntry(ctx, e))
+	}
+	obs := observe(t, ctx, dp)
+
+	got := model.NewState()
+	err := dp.Scan(ctx, dataplane.Visitor{
+		Service: func(vs model.VirtualServer) {
+			if _, dup := got.Services[vs.Key]; dup {
+				t.Errorf("scan: %s handed twice", vs.Key)
+			}
+			got.Services[vs.Key] = &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
+		},
+		Real: func(k model.VSKey, rs model.RealServer) {
+			svc, ok := got.Services[k]
+			if !ok {
+				t.Errorf("scan: real server %s of %s before its virtual server", rs.Addr, k)
+				return
+			}
+			svc.Reals[rs.Addr] = rs
+		},
+		Addr:   func(a netip.Addr) { got.Addrs[a] = struct{}{} },
+		Member: func(e model.SetEntry) { got.Sets[e] = struct{}{} },
+	})
+	must(t, "scan", err)
+	if !got.Equal(obs.State) {
+		t.Fatalf("scan:\n%s\nobserve:\n%s", describe(got), describe(obs.State))
+	}
+	if len(got.Sets) != len(shimMembers()) || len(got.Services) != 4 {
+		t.Fatalf("scan saw %d members and %d services, want %d and 4", len(got.Sets), len(got.Services), len(shimMembers()))
+	}
+	// A visitor that wants only some kinds gets only those.
+	n := 0
+	must(t, "scan members only", dp.Scan(ctx, dataplane.Visitor{Member: func(model.SetEntry) { n++ }}))
+	if n != len(shimMembers()) {
+		t.Fatalf("members-only scan saw %d members, want %d", n, len(shimMembers()))
+	}
+}
+
 func testCanceledContext(t *testing.T, dp dataplane.Dataplane) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -207,6 +267,8 @@ func testCanceledContext(t *testing.T, dp dataplane.Dataplane) {
 	mustFailWith(t, "add with a canceled context", err, context.Canceled)
 	_, err = dp.Observe(ctx)
 	mustFailWith(t, "observe with a canceled context", err, context.Canceled)
+	err = dp.Scan(ctx, dataplane.Visitor{})
+	mustFailWith(t, "scan with a canceled context", err, context.Canceled)
 	// A dataplane stays usable after a canceled call.
 	wantState(t, observe(t, ctxFor(t), dp), stateOf(nil))
 }

@@ -141,6 +141,45 @@ func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
 	return obs, nil
 }
 
+// Scan hands v what Observe returns but the counters, in no particular
+// order but each virtual server before its real servers, as the kernel's
+// read does. It fails as Observe does.
+func (f *Fake) Scan(ctx context.Context, v dataplane.Visitor) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Scan", nil); err != nil {
+		return err
+	}
+	if f.observeErr != nil {
+		return f.observeErr
+	}
+	for k, svc := range f.services {
+		if v.Service != nil {
+			vs := svc.VirtualServer
+			vs.Flags |= model.FlagHashed
+			v.Service(vs)
+		}
+		for _, rs := range svc.Reals {
+			if v.Real != nil {
+				v.Real(k, rs)
+			}
+		}
+	}
+	for a := range f.addrs {
+		if v.Addr != nil {
+			v.Addr(a)
+		}
+	}
+	for _, members := range f.sets {
+		for e := range members {
+			if v.Member != nil {
+				v.Member(e)
+			}
+		}
+	}
+	return nil
+}
+
 // Close makes every later call fail, as a closed netlink socket would.
 func (f *Fake) Close() error {
 	f.mu.Lock()

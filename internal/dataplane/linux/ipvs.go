@@ -131,22 +131,44 @@ func clampU32(n int) uint32 {
 }
 
 // dumpIPVS reads every service with its destinations into obs (the IPVS
-// part of Observe): the services from one netlink dump, their destinations
-// from one read of the kernel's listing (procipvs.go), and over netlink,
-// one dump each, only for services the listing does not show.
+// part of Observe).
 func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
+	return walkIPVS(h, func(n, reals int) {
+		// Sized up front: maps grown from empty to 10,000 services and
+		// 100,000 counters leave as much garbage again as they hold, every
+		// read.
+		if len(obs.State.Services) == 0 {
+			obs.State.Services = make(map[model.VSKey]*model.Service, n)
+		}
+		if len(obs.Conns) == 0 {
+			obs.Conns = make(map[dataplane.RealRef]model.Conns, reals)
+		}
+	}, func(vs model.VirtualServer, reals []realRead) {
+		svc := &model.Service{VirtualServer: vs, Reals: make(map[netip.AddrPort]model.RealServer, len(reals))}
+		for _, r := range reals {
+			svc.Reals[r.rs.Addr] = r.rs
+			obs.Conns[dataplane.RealRef{VS: vs.Key, RS: r.rs.Addr}] = r.c
+		}
+		obs.State.Services[vs.Key] = svc
+	})
+}
+
+// walkIPVS reads every service with its destinations and hands each to
+// each (sized first learns how many services and listed real servers there
+// are): the services from one netlink dump, their destinations from one
+// read of the kernel's listing (procipvs.go), and over netlink, one dump
+// each, only for services the listing does not show. The reals slice is
+// each's only during the call.
+func walkIPVS(h *ipvs.Handle, sized func(services, reals int), each func(model.VirtualServer, []realRead)) error {
 	svcs, err := h.GetServices()
 	if err != nil {
 		return fmt.Errorf("list IPVS services: %w", err)
 	}
 	listed := readProcIPVS()
-	// Sized up front: maps grown from empty to 10,000 services and 100,000
-	// counters leave as much garbage again as they hold, every read.
-	if len(obs.State.Services) == 0 {
-		obs.State.Services = make(map[model.VSKey]*model.Service, len(svcs))
-	}
-	if len(obs.Conns) == 0 && listed != nil {
-		obs.Conns = make(map[dataplane.RealRef]model.Conns, listed.count)
+	if listed != nil {
+		sized(len(svcs), listed.count)
+	} else {
+		sized(len(svcs), 0)
 	}
 	for _, s := range svcs {
 		vs, err := fromService(s)
@@ -159,12 +181,7 @@ func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 				return fmt.Errorf("list real servers of %s: %w", vs.Key, err)
 			}
 		}
-		svc := &model.Service{VirtualServer: vs, Reals: make(map[netip.AddrPort]model.RealServer, len(reals))}
-		for _, r := range reals {
-			svc.Reals[r.rs.Addr] = r.rs
-			obs.Conns[dataplane.RealRef{VS: vs.Key, RS: r.rs.Addr}] = r.c
-		}
-		obs.State.Services[vs.Key] = svc
+		each(vs, reals)
 	}
 	return nil
 }

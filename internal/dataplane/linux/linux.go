@@ -229,6 +229,44 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 	return obs, nil
 }
 
+// Scan reads what Observe reads, but the counters, handing each entry to v
+// as it is decoded: the same requests, no maps built.
+func (d *Dataplane) Scan(ctx context.Context, v dataplane.Visitor) error {
+	_, err := call(ctx, d.calls, "scan", func(h *handles) (struct{}, error) {
+		return struct{}{}, d.scanTableAndAddrs(h, v)
+	})
+	if err == nil && v.Member != nil {
+		err = d.EachSetEntry(ctx, v.Member)
+	}
+	if err != nil {
+		return fmt.Errorf("scan the kernel: %w", err)
+	}
+	return nil
+}
+
+// scanTableAndAddrs is the part of Scan read on the sync's handles' kind:
+// the IPVS table and the link's addresses.
+func (d *Dataplane) scanTableAndAddrs(h *handles, v dataplane.Visitor) error {
+	err := walkIPVS(h.ipvs, func(int, int) {}, func(vs model.VirtualServer, reals []realRead) {
+		if v.Service != nil {
+			v.Service(vs)
+		}
+		if v.Real != nil {
+			for _, r := range reals {
+				v.Real(vs.Key, r.rs)
+			}
+		}
+	})
+	if err != nil || v.Addr == nil {
+		return err
+	}
+	addrs, err := d.listAddrs(h)
+	for _, a := range addrs {
+		v.Addr(a)
+	}
+	return err
+}
+
 // Close releases the sockets; later calls fail.
 func (d *Dataplane) Close() error {
 	d.calls.close()

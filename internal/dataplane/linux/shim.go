@@ -372,18 +372,33 @@ func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, err
 	// Sized as the last read found it: a map grown from empty to 120,000
 	// members (10,000 Services) leaves as much garbage again as it holds.
 	out := make(map[model.SetEntry]struct{}, s.lastMembers)
-	add := func(e model.SetEntry) { out[e] = struct{}{} }
+	if err := s.eachSetEntry(ctx, func(e model.SetEntry) { out[e] = struct{}{} }); err != nil {
+		return nil, err
+	}
+	s.lastMembers = len(out)
+	return out, nil
+}
+
+// EachSetEntry calls each with every member of every set there is, as it
+// is decoded, keeping none (Dataplane.Scan).
+func (s *Shim) EachSetEntry(ctx context.Context, each func(model.SetEntry)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eachSetEntry(ctx, each)
+}
+
+// eachSetEntry is EachSetEntry with the shim's lock held.
+func (s *Shim) eachSetEntry(ctx context.Context, each func(model.SetEntry)) error {
 	for _, def := range shim.Sets(true, true) {
-		err := s.eachMember(ctx, def, add)
+		err := s.eachMember(ctx, def, each)
 		if errors.Is(err, dataplane.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	s.lastMembers = len(out)
-	return out, nil
+	return nil
 }
 
 // eachMember calls each with every member of one set (ErrNotExist when it
