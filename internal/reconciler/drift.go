@@ -405,8 +405,13 @@ type DriftChecker struct {
 // sync). A table that reads in under Period/readShare keeps the Period.
 const readShare = 100
 
-// Run reads the kernel every Period until ctx ends, the first Period
-// after the first sync (which reads the whole kernel itself). A read
+// Run reads the kernel every Period until ctx ends, the first time as soon
+// as the first sync has ended: that read finds at once anything that
+// fought the start (another tool still programming the table during a
+// migration), and learns what a read of this kernel costs before the agent
+// is at rest, so that the budget spaces the reads after it (at 10,000
+// Services the first read Period after the start was the largest cost of
+// the agent's first idle minute, issue 12). A read
 // starts Period after the one before it was folded, or readShare times
 // the last read's time if that is longer (reading and checking the rules
 // only: not the wait for the sync loop to fold it, which is the minimum
@@ -417,7 +422,7 @@ func (d *DriftChecker) Run(ctx context.Context) {
 	if !d.waitFirstSync(ctx) {
 		return
 	}
-	timer := time.NewTimer(d.Period)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {

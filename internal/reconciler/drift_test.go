@@ -295,15 +295,16 @@ func (s *slowReader) Scan(ctx context.Context, v dataplane.Visitor) error {
 	return s.Reader.Scan(ctx, v)
 }
 
-// TestSlowReadsSpreadOut: on a fake clock, a kernel that reads in a third
-// of the period is read once per readShare reads' time, not once a period,
-// and one that reads fast once a period.
+// TestSlowReadsSpreadOut: on a fake clock, a kernel that reads slowly is
+// read once per readShare reads' time, not once a period, and one that
+// reads fast once a period; the first read comes as soon as the first
+// sync has ended.
 func TestSlowReadsSpreadOut(t *testing.T) {
 	for _, tc := range []struct {
 		take time.Duration
 		want int // reads in 1,000 s after the first sync
 	}{
-		{take: 10 * time.Millisecond, want: 33}, // every 30 s
+		{take: 10 * time.Millisecond, want: 34}, // at once, then every 30 s
 		{take: 2 * time.Second, want: 5},        // every 202 s, read included
 	} {
 		synctest.Test(t, func(t *testing.T) {
