@@ -322,3 +322,64 @@ func TestPlanRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeDiffIsSequentialDiff: a diff large enough to walk the table and
+// the sets side by side gives the operations the two walks give one after
+// the other, sorted: adds, updates and deletes of every kind.
+func TestLargeDiffIsSequentialDiff(t *testing.T) {
+	desired, observed := model.NewState(), model.NewState()
+	for i := range 2000 {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+		k := model.NewVSKey(model.TCP, vip, 80)
+		want := svc(k, "rr")
+		for j := range 10 {
+			want.Reals[netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080)] =
+				model.RealServer{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080), Weight: 1}
+		}
+		desired.Services[k], desired.Addrs[vip] = want, struct{}{}
+		members := []model.SetEntry{shim.Entry(shim.Frontends, vip, model.TCP, 80), shim.Entry(shim.ClusterIP, vip, model.TCP, 80), shim.VIPEntry(vip)}
+		for rs := range want.Reals {
+			members = append(members, shim.LoopBackEntry(model.TCP, rs))
+		}
+		for _, e := range members {
+			desired.Sets[e] = struct{}{}
+		}
+		if i%3 == 0 { // a third is there already, some of it changed
+			have := want.Clone()
+			if i%2 == 0 {
+				have.Scheduler = "lc"
+			}
+			for a, rs := range have.Reals {
+				rs.Weight = i % 2
+				have.Reals[a] = rs
+			}
+			observed.Services[k], observed.Addrs[vip] = have, struct{}{}
+			for _, e := range members[:len(members)-i%5] {
+				observed.Sets[e] = struct{}{}
+			}
+		}
+	}
+	gone := netip.MustParseAddr("10.99.0.1")
+	observed.Sets[shim.Entry(shim.ClusterIP, gone, model.UDP, 53)] = struct{}{}
+	if len(desired.Sets) < parallelSortFrom {
+		t.Fatalf("%d members: too few to walk in parallel", len(desired.Sets))
+	}
+	owner := testOwner(observed)
+	got := diff(desired, observed, owner)
+	var want []Op
+	diffTable(desired, observed, owner, func(op Op) { want = append(want, op) })
+	diffSets(desired.Sets, observed.Sets, func(op Op) { want = append(want, op) })
+	Sort(want)
+	if len(got) != len(want) || render(got) != render(want) {
+		t.Fatalf("parallel diff: %d operations, want %d", len(got), len(want))
+	}
+	kinds := map[Kind]bool{}
+	for _, op := range got {
+		kinds[op.Kind] = true
+	}
+	for _, k := range []Kind{AddService, UpdateService, AddReal, UpdateReal, BindAddr, AddSetEntry, DeleteSetEntry} {
+		if !kinds[k] {
+			t.Errorf("no %v in the diff: the case does not cover it", k)
+		}
+	}
+}

@@ -71,9 +71,16 @@ func sameOps(a, b []Op) bool {
 
 // TestSortIsListingOrder: the bucketed sort gives exactly the order its
 // comment states (stage, virtual server, real server, VIP, member rank,
-// member), over every kind, several sets and both member ranks.
+// member), over every kind, several sets and both member ranks, for a
+// plan sorted in line and one large enough to be sorted in parallel.
 func TestSortIsListingOrder(t *testing.T) {
-	ops := coldPlan(300)
+	for _, n := range []int{300, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testSortIsListingOrder(t, n) })
+	}
+}
+
+func testSortIsListingOrder(t *testing.T, n int) {
+	ops := coldPlan(n)
 	for i := range 50 {
 		vip := netip.AddrFrom4([4]byte{10, 97, 0, byte(i + 1)})
 		k := model.NewVSKey(model.UDP, vip, 53)
@@ -102,6 +109,9 @@ func TestSortIsListingOrder(t *testing.T) {
 		return 0
 	})
 	rand.New(rand.NewPCG(3, 4)).Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
+	if parallel := len(ops) >= parallelSortFrom; parallel != (n == 1000) {
+		t.Fatalf("%d operations: sorted in parallel %v, not what the case is for", len(ops), parallel)
+	}
 	Sort(ops)
 	if !slices.Equal(ops, want) {
 		t.Fatalf("sorted to another order:\n%s\nwant:\n%s", render(ops), render(want))
