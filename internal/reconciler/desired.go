@@ -124,6 +124,16 @@ func (d *desiredSet) replace(name model.ServiceName, res translate.Result, creat
 	return lost
 }
 
+// note records k in one of a scope's maps. A full sync's scope holds none
+// (nil maps): it plans everything, and recording every key, VIP and member
+// of a cold start (150,000 map entries at 10,000 Services) was work and
+// memory for a scope thrown away.
+func note[K comparable](m map[K]struct{}, k K) {
+	if m != nil {
+		m[k] = struct{}{}
+	}
+}
+
 // empty tells whether a translation asks for nothing (a deleted or
 // skipped Service).
 func empty(res translate.Result) bool {
@@ -148,15 +158,15 @@ func (d *desiredSet) add(name model.ServiceName, scope plan.Scope) []conflict {
 	for _, svc := range kept.Services {
 		d.owner[svc.Key] = name
 		d.state.Services[svc.Key] = svc
-		scope.Keys[svc.Key] = struct{}{}
+		note(scope.Keys, svc.Key)
 	}
 	for _, a := range kept.Addrs {
 		d.addrRefs.add(d.state.Addrs, a)
-		scope.Addrs[a] = struct{}{}
+		note(scope.Addrs, a)
 	}
 	for _, e := range kept.SetEntries {
 		d.setRefs.add(d.state.Sets, e)
-		scope.Sets[e] = struct{}{}
+		note(scope.Sets, e)
 	}
 	if !empty(kept) {
 		d.results[name] = kept
@@ -260,15 +270,15 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) []model.VS
 	for _, svc := range old.Services {
 		delete(d.owner, svc.Key)
 		delete(d.state.Services, svc.Key)
-		scope.Keys[svc.Key] = struct{}{}
+		note(scope.Keys, svc.Key)
 		freed = append(freed, svc.Key)
 	}
 	for _, a := range old.Addrs {
-		scope.Addrs[a] = struct{}{}
+		note(scope.Addrs, a)
 		d.addrRefs.drop(d.state.Addrs, a)
 	}
 	for _, e := range old.SetEntries {
-		scope.Sets[e] = struct{}{}
+		note(scope.Sets, e)
 		d.setRefs.drop(d.state.Sets, e)
 	}
 	return freed

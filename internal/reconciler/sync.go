@@ -213,6 +213,9 @@ func (r *Reconciler) observe(ctx context.Context) error {
 // again with the changed ones.
 func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}) {
 	scope := plan.NewScope()
+	if st.Full {
+		scope = plan.Scope{} // the plan covers everything: nothing to record
+	}
 	changes := r.opt.Store.Take()
 	r.metrics.took(changes.Triggers)
 	names := append(changes.Services, r.dueRetries(st.Time)...)
