@@ -92,6 +92,26 @@ func newDesiredSet() desiredSet {
 	}
 }
 
+// reserve sizes the desired state's maps for the translations about to be
+// added, when they are empty (a cold start): grown from empty to 10,000
+// virtual servers and 130,000 members, they rehash a dozen times and leave
+// as much garbage again as they hold (issue 12).
+func (d *desiredSet) reserve(ts []translation) {
+	if len(d.state.Services) > 0 || len(d.state.Sets) > 0 || len(ts) < parallelFrom {
+		return
+	}
+	var svcs, addrs, members int
+	for _, t := range ts {
+		svcs += len(t.res.Services)
+		addrs += len(t.res.Addrs)
+		members += len(t.res.SetEntries)
+	}
+	d.state.Services = make(map[model.VSKey]*model.Service, svcs)
+	d.state.Addrs = make(map[netip.Addr]struct{}, addrs)
+	d.state.Sets = make(map[model.SetEntry]struct{}, members)
+	d.owner = make(map[model.VSKey]model.ServiceName, svcs)
+}
+
 // replace swaps one Service's translation for a new one (an empty Result
 // removes it; created is its creationTimestamp), adds every key and address
 // either version touches to scope, and returns the frontends the change

@@ -229,6 +229,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 	names = slices.Compact(slices.SortedFunc(slices.Values(names), model.ServiceName.Compare))
 	tried := make(map[model.ServiceName]struct{}, len(names))
 	translated := translateAll(r.opt.Store, names, node, cfg)
+	r.desired.reserve(translated)
 	for i, name := range names {
 		tried[name] = struct{}{}
 		svc, res := translated[i].svc, translated[i].res
