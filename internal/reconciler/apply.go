@@ -42,6 +42,7 @@ import (
 // virtual server someone else made between our read and our create is not
 // claimed: its record is withdrawn and no member naming it is added.
 func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
+	r.reserveObserved(ops)
 	a := newApplier(r)
 	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
 	for i := 0; i <= len(ops); i++ {
@@ -215,7 +216,37 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 
 // applyToCache records an applied operation in the observed cache, and
 // in the digests of its table and set members.
+// reserveObserved sizes the cache's maps for ops when they are empty (a
+// cold start), as reserve does the desired state's: the cache is built
+// from the operations applied, and grown from empty its maps rehashed a
+// dozen times (the largest allocation of a cold start, issue 12).
+func (r *Reconciler) reserveObserved(ops []plan.Op) {
+	if len(ops) < parallelFrom || len(r.observed.Services) > 0 || len(r.observed.Sets) > 0 {
+		return
+	}
+	var count [plan.DeleteSetEntry + 1]int
+	for _, op := range ops {
+		count[op.Kind]++
+	}
+	r.observed.Services = make(map[model.VSKey]*model.Service, count[plan.AddService])
+	r.observed.Sets = make(map[model.SetEntry]struct{}, count[plan.AddSetEntry])
+	if len(r.observed.Addrs) == 0 {
+		r.observed.Addrs = make(map[netip.Addr]struct{}, count[plan.BindAddr])
+	}
+}
+
 func (r *Reconciler) applyToCache(op plan.Op) {
+	if op.Kind == plan.AddService {
+		// Its real servers' map sized as the Service wants them: they
+		// follow in the same plan.
+		r.sumTableOp(op)
+		want := 0
+		if d, ok := r.desired.state.Services[op.VS.Key]; ok {
+			want = len(d.Reals)
+		}
+		r.observed.Services[op.VS.Key] = &model.Service{VirtualServer: op.VS, Reals: make(map[netip.AddrPort]model.RealServer, want)}
+		return
+	}
 	switch op.Kind {
 	case plan.AddSetEntry, plan.DeleteSetEntry:
 		r.sumSetOp(op)
