@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -327,6 +328,7 @@ func TestPlanRefuses(t *testing.T) {
 // the sets side by side gives the operations the two walks give one after
 // the other, sorted: adds, updates and deletes of every kind.
 func TestLargeDiffIsSequentialDiff(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // workers at once, whatever the machine
 	desired, observed := model.NewState(), model.NewState()
 	for i := range 2000 {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
