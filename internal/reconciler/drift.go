@@ -402,8 +402,16 @@ type DriftChecker struct {
 // rest (issue 12). A hundredth keeps the drift check below that, and
 // repairs within 101 reads' time, which is still well inside the hour
 // nftables mode takes to rewrite what someone else changed (its full
-// sync). A table that reads in under Period/readShare keeps the Period.
-const readShare = 100
+// sync). A read under slowRead costs little however often it comes (a
+// small table, or the rules check's iptables-save on a slow machine):
+// it waits fastReadShare × t, so that a short --ipvs-sync-period still
+// repairs within seconds. A table that reads in under Period/readShare
+// keeps the Period.
+const (
+	readShare     = 100
+	fastReadShare = 20
+	slowRead      = time.Second
+)
 
 // Run reads the kernel every Period until ctx ends, the first time as soon
 // as the first sync has ended: that read finds at once anything that
@@ -443,6 +451,9 @@ func (d *DriftChecker) Run(ctx context.Context) {
 
 // pause is how long the checker waits after a read that took took.
 func (d *DriftChecker) pause(took time.Duration) time.Duration {
+	if took < slowRead {
+		return max(d.Period, fastReadShare*took)
+	}
 	return max(d.Period, readShare*took)
 }
 
