@@ -214,14 +214,12 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	r.applyToCache(op)
 }
 
-// applyToCache records an applied operation in the observed cache, and
-// in the digests of its table and set members.
 // reserveObserved sizes the cache's maps for ops when they are empty (a
 // cold start), as reserve does the desired state's: the cache is built
 // from the operations applied, and grown from empty its maps rehashed a
 // dozen times (the largest allocation of a cold start, issue 12).
 func (r *Reconciler) reserveObserved(ops []plan.Op) {
-	if len(ops) < parallelFrom || len(r.observed.Services) > 0 || len(r.observed.Sets) > 0 {
+	if len(r.observed.Services) > 0 || len(r.observed.Sets) > 0 {
 		return
 	}
 	var count [plan.DeleteSetEntry + 1]int
@@ -235,6 +233,8 @@ func (r *Reconciler) reserveObserved(ops []plan.Op) {
 	}
 }
 
+// applyToCache records an applied operation in the observed cache, and
+// in the digests of its table and set members.
 func (r *Reconciler) applyToCache(op plan.Op) {
 	if op.Kind == plan.AddService {
 		// Its real servers' map sized as the Service wants them: they

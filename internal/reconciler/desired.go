@@ -97,7 +97,7 @@ func newDesiredSet() desiredSet {
 // virtual servers and 130,000 members, they rehash a dozen times and leave
 // as much garbage again as they hold (issue 12).
 func (d *desiredSet) reserve(ts []translation) {
-	if len(d.state.Services) > 0 || len(d.state.Sets) > 0 || len(ts) < parallelFrom {
+	if len(d.state.Services) > 0 || len(d.state.Sets) > 0 || len(d.state.Addrs) > 0 {
 		return
 	}
 	var svcs, addrs, members int

@@ -264,10 +264,10 @@ type translation struct {
 	res translate.Result
 }
 
-// parallelFrom is how many Services a sync must translate before it
-// translates them on every CPU: a cold start's 10,000 took 7 CPU-s in the
-// VM on one of its two CPUs (issue 12), while a change's one or two would
-// pay more to start the workers than they save.
+// parallelFrom is how many Services each worker must have to translate
+// before a sync translates them in parallel (translateAll): a cold start's
+// 10,000 took 7 CPU-s in the VM (issue 12), while a change's one or two
+// would pay more to start the workers than they save.
 const parallelFrom = 256
 
 // translateAll translates the named Services, in order of names. Each
