@@ -343,12 +343,19 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 // endpoint, which touches web's virtual server and its set members.
 func readBesideChange(t *testing.T, r *rig) *driftRead {
 	t.Helper()
+	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	return besideChange(t, r, d.observe)
+}
+
+// besideChange begins a read, takes it with take, then syncs the change
+// of readBesideChange before the read is handed over.
+func besideChange(t *testing.T, r *rig, take func(context.Context) (*driftRead, error)) *driftRead {
+	t.Helper()
 	r.rec.drift.begin()
-	obs, err := r.fake.Observe(context.Background())
+	rd, err := take(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := &driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})}
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
 	if st := r.sync(false); st.Ops == 0 {
 		t.Fatal("the change during the read planned nothing")
@@ -409,17 +416,8 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 // the syncs' changes out of them, no copy of the kernel.
 func scanBesideChange(t *testing.T, r *rig) *driftRead {
 	t.Helper()
-	r.rec.drift.begin()
 	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	rd, err := d.scan(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
-	if st := r.sync(false); st.Ops == 0 {
-		t.Fatal("the change during the read planned nothing")
-	}
-	return rd
+	return besideChange(t, r, d.scan)
 }
 
 // TestScanBesideChangeAgrees: a scan that overlapped one of the agent's
