@@ -36,7 +36,7 @@ func diff(desired, observed model.State, owner Owner) []Op {
 			f(i)
 		}
 	}
-	if len(desired.Sets)+len(observed.Sets) >= parallelSortFrom {
+	if len(desired.Sets)+len(observed.Sets) >= parallelFrom {
 		each = func(f func(i int)) { eachParallel([]int{0, 1}, f) }
 	}
 	var count [len(parts)]int
@@ -135,10 +135,10 @@ func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
 // comparison (they parse set names), and operations are moved once, not
 // at every swap, and in place.
 //
-// Buckets are disjoint, so a large plan's are sorted on every CPU: a cold
-// start's real servers and set members are two buckets of 100,000 and
-// more, and sorting them one after the other was 4 CPU-s of the first
-// sync in the VM.
+// Buckets are disjoint, so a large plan's are sorted in parallel (on the
+// CPUs but one, eachParallel): a cold start's real servers and set members
+// are two buckets of 100,000 and more, and sorting them one after the
+// other was 4 CPU-s of the first sync in the VM.
 func Sort(ops []Op) {
 	order := bucketed(ops)
 	sortPart := func(b struct{ from, to int }) {
@@ -146,7 +146,7 @@ func Sort(ops []Op) {
 			slices.SortFunc(part, compareFor(ops, ops[part[0]].Kind))
 		}
 	}
-	if len(ops) < parallelSortFrom {
+	if len(ops) < parallelFrom {
 		for _, b := range order.buckets {
 			sortPart(b)
 		}
@@ -157,10 +157,10 @@ func Sort(ops []Op) {
 	permute(ops, func(j int) int { return int(idx[j]) }, func(j int) { idx[j] = -1 })
 }
 
-// parallelSortFrom is how many operations a plan holds before its buckets
-// are sorted in parallel: a change's few are sorted faster than workers
-// start.
-const parallelSortFrom = 20000
+// parallelFrom is how many operations (or set members) a plan must hold
+// before its buckets are sorted, and its table and sets diffed, in
+// parallel: a change's few are done faster than workers start.
+const parallelFrom = 20000
 
 // eachParallel calls f with every element of xs, on up to GOMAXPROCS-1
 // goroutines at once (one CPU is left to the garbage collector, whose

@@ -363,7 +363,7 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 	}
 	gone := netip.MustParseAddr("10.99.0.1")
 	observed.Sets[shim.Entry(shim.ClusterIP, gone, model.UDP, 53)] = struct{}{}
-	if len(desired.Sets) < parallelSortFrom {
+	if len(desired.Sets) < parallelFrom {
 		t.Fatalf("%d members: too few to walk in parallel", len(desired.Sets))
 	}
 	owner := testOwner(observed)

@@ -111,7 +111,7 @@ func testSortIsListingOrder(t *testing.T, n int) {
 		return 0
 	})
 	rand.New(rand.NewPCG(3, 4)).Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
-	if parallel := len(ops) >= parallelSortFrom; parallel != (n == 1000) {
+	if parallel := len(ops) >= parallelFrom; parallel != (n == 1000) {
 		t.Fatalf("%d operations: sorted in parallel %v, not what the case is for", len(ops), parallel)
 	}
 	Sort(ops)

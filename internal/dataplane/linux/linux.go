@@ -244,8 +244,9 @@ func (d *Dataplane) Scan(ctx context.Context, v dataplane.Visitor) error {
 	return nil
 }
 
-// scanTableAndAddrs is the part of Scan read on the sync's handles' kind:
-// the IPVS table and the link's addresses.
+// scanTableAndAddrs is the part of Scan read through the dataplane's
+// handles: the IPVS table and the link's addresses (the sets are read on
+// the shim's own socket).
 func (d *Dataplane) scanTableAndAddrs(h *handles, v dataplane.Visitor) error {
 	err := walkIPVS(h.ipvs, func(int, int) {}, func(vs model.VirtualServer, reals []realRead) {
 		if v.Service != nil {
