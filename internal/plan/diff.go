@@ -1,12 +1,11 @@
 package plan
 
 import (
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/workers"
 )
 
 // Diff returns the operations that turn observed into desired, in apply
@@ -37,7 +36,7 @@ func diff(desired, observed model.State, owner Owner) []Op {
 		}
 	}
 	if len(desired.Sets)+len(observed.Sets) >= parallelFrom {
-		each = func(f func(i int)) { eachParallel([]int{0, 1}, f) }
+		each = func(f func(i int)) { workers.Each(len(parts), 1, f) }
 	}
 	var count [len(parts)]int
 	each(func(i int) { parts[i](func(Op) { count[i]++ }) })
@@ -136,22 +135,23 @@ func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
 // at every swap, and in place.
 //
 // Buckets are disjoint, so a large plan's are sorted in parallel (on the
-// CPUs but one, eachParallel): a cold start's real servers and set members
+// CPUs but one, workers.Each): a cold start's real servers and set members
 // are two buckets of 100,000 and more, and sorting them one after the
 // other was 4 CPU-s of the first sync in the VM.
 func Sort(ops []Op) {
 	order := bucketed(ops)
-	sortPart := func(b struct{ from, to int }) {
+	sortPart := func(i int) {
+		b := order.buckets[i]
 		if part := order.idx[b.from:b.to]; len(part) > 1 {
 			slices.SortFunc(part, compareFor(ops, ops[part[0]].Kind))
 		}
 	}
 	if len(ops) < parallelFrom {
-		for _, b := range order.buckets {
-			sortPart(b)
+		for i := range order.buckets {
+			sortPart(i)
 		}
 	} else {
-		eachParallel(order.buckets, sortPart)
+		workers.Each(len(order.buckets), 1, sortPart)
 	}
 	idx := order.idx
 	permute(ops, func(j int) int { return int(idx[j]) }, func(j int) { idx[j] = -1 })
@@ -161,24 +161,6 @@ func Sort(ops []Op) {
 // before its buckets are sorted, and its table and sets diffed, in
 // parallel: a change's few are done faster than workers start.
 const parallelFrom = 20000
-
-// eachParallel calls f with every element of xs, on up to GOMAXPROCS-1
-// goroutines at once (one CPU is left to the garbage collector, whose
-// idle-time workers are what keep a single goroutine from paying for the
-// collection itself; with two CPUs, the benchmark's VM, that is one at a
-// time), and returns when every call has.
-func eachParallel[T any](xs []T, f func(T)) {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 1))
-	for _, x := range xs {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			f(x)
-		})
-	}
-	wg.Wait()
-}
 
 // sortBuckets are the operations' indexes counted into (stage, rank)
 // buckets, in bucket order.

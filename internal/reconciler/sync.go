@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +19,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
+	"github.com/kube-ipvs/kube-ipvs/internal/workers"
 )
 
 // drainRecheck is how soon a sync is wanted again while real servers drain,
@@ -272,38 +270,18 @@ const parallelFrom = 256
 
 // translateAll translates the named Services, in order of names. Each
 // Service's translation is its own (translate.Service reads its arguments
-// and nothing else), so many are spread over the CPUs but one: the one
-// left is the garbage collector's, whose idle-time workers are what keeps
-// a single translating goroutine from paying for the collection itself.
-// With two CPUs (the VM of issue 12's benchmark) that is one worker: two
-// there made the cold start's translation cost 12.6 CPU-s instead of 7.8
-// and the start slower, not faster. The objects are taken from the store
-// first, one by one: workers contending for its lock cost more than the
-// lookups.
+// and nothing else), so many are spread over the CPUs but one
+// (workers.Each). The objects are taken from the store first, one by one:
+// workers contending for its lock cost more than the lookups.
 func translateAll(store *snapshot.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config) []translation {
 	out := make([]translation, len(names))
 	epSlices := make([][]*discoveryv1.EndpointSlice, len(names))
 	for i, name := range names {
 		out[i].svc, epSlices[i] = store.Service(name)
 	}
-	one := func(i int) { out[i].res = translate.Service(out[i].svc, epSlices[i], node, cfg) }
-	workers := min(runtime.GOMAXPROCS(0)-1, len(names)/parallelFrom)
-	if workers < 2 {
-		for i := range names {
-			one(i)
-		}
-		return out
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
-				one(i)
-			}
-		})
-	}
-	wg.Wait()
+	workers.Each(len(names), parallelFrom, func(i int) {
+		out[i].res = translate.Service(out[i].svc, epSlices[i], node, cfg)
+	})
 	return out
 }
 
