@@ -214,39 +214,23 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	r.applyToCache(op)
 }
 
-// reserveObserved sizes the cache's maps for ops when they are empty (a
-// cold start), as reserve does the desired state's: the cache is built
-// from the operations applied, and grown from empty its maps rehashed a
-// dozen times (the largest allocation of a cold start, issue 12).
+// reserveObserved sizes the cache's maps for ops when it is empty (a cold
+// start), as reserve does the desired state's: the cache is built from the
+// operations applied.
 func (r *Reconciler) reserveObserved(ops []plan.Op) {
-	if len(r.observed.Services) > 0 || len(r.observed.Sets) > 0 {
+	if !r.observed.Empty() {
 		return
 	}
 	var count [plan.DeleteSetEntry + 1]int
 	for _, op := range ops {
 		count[op.Kind]++
 	}
-	r.observed.Services = make(map[model.VSKey]*model.Service, count[plan.AddService])
-	r.observed.Sets = make(map[model.SetEntry]struct{}, count[plan.AddSetEntry])
-	if len(r.observed.Addrs) == 0 {
-		r.observed.Addrs = make(map[netip.Addr]struct{}, count[plan.BindAddr])
-	}
+	r.observed = model.SizedState(count[plan.AddService], count[plan.BindAddr], count[plan.AddSetEntry])
 }
 
 // applyToCache records an applied operation in the observed cache, and
 // in the digests of its table and set members.
 func (r *Reconciler) applyToCache(op plan.Op) {
-	if op.Kind == plan.AddService {
-		// Its real servers' map sized as the Service wants them: they
-		// follow in the same plan.
-		r.sumTableOp(op)
-		want := 0
-		if d, ok := r.desired.state.Services[op.VS.Key]; ok {
-			want = len(d.Reals)
-		}
-		r.observed.Services[op.VS.Key] = &model.Service{VirtualServer: op.VS, Reals: make(map[netip.AddrPort]model.RealServer, want)}
-		return
-	}
 	switch op.Kind {
 	case plan.AddSetEntry, plan.DeleteSetEntry:
 		r.sumSetOp(op)
@@ -255,6 +239,18 @@ func (r *Reconciler) applyToCache(op plan.Op) {
 		r.sumTableOp(op)
 	}
 	op.ApplyTo(&r.observed)
+	if op.Kind == plan.AddService {
+		r.sizeReals(op.VS.Key)
+	}
+}
+
+// sizeReals sizes the real servers' map of a virtual server just added to
+// the cache as its Service wants them: they follow in the same plan, and
+// grew from an empty map to ten at a cold start.
+func (r *Reconciler) sizeReals(k model.VSKey) {
+	if want, ok := r.desired.state.Services[k]; ok && len(want.Reals) > 0 {
+		r.observed.Services[k].Reals = make(map[netip.AddrPort]model.RealServer, len(want.Reals))
+	}
 }
 
 // sumSetOp counts a set member's add or delete, before it is applied.

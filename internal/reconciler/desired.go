@@ -93,11 +93,9 @@ func newDesiredSet() desiredSet {
 }
 
 // reserve sizes the desired state's maps for the translations about to be
-// added, when they are empty (a cold start): grown from empty to 10,000
-// virtual servers and 130,000 members, they rehash a dozen times and leave
-// as much garbage again as they hold (issue 12).
+// added, when it is empty (a cold start; model.SizedState).
 func (d *desiredSet) reserve(ts []translation) {
-	if len(d.state.Services) > 0 || len(d.state.Sets) > 0 || len(d.state.Addrs) > 0 {
+	if !d.state.Empty() {
 		return
 	}
 	var svcs, addrs, members int
@@ -106,9 +104,7 @@ func (d *desiredSet) reserve(ts []translation) {
 		addrs += len(t.res.Addrs)
 		members += len(t.res.SetEntries)
 	}
-	d.state.Services = make(map[model.VSKey]*model.Service, svcs)
-	d.state.Addrs = make(map[netip.Addr]struct{}, addrs)
-	d.state.Sets = make(map[model.SetEntry]struct{}, members)
+	d.state = model.SizedState(svcs, addrs, members)
 	d.owner = make(map[model.VSKey]model.ServiceName, svcs)
 }
 
