@@ -120,7 +120,7 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 		t.Error = err.Error()
 		return t
 	}
-	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s (per 10 s: %s)\n", name, s.idle.Seconds(), t.IdleCPU, slices(t.IdleSlices))
+	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s (per 10 s: %s)\n", name, s.idle.Seconds(), t.IdleCPU, cpuSlices(t.IdleSlices))
 
 	if err := changes(&t, s, obs, pid, name); err != nil {
 		t.Error = err.Error()
@@ -438,8 +438,8 @@ func idle(t *result.Tool, pid int, window time.Duration) error {
 	return nil
 }
 
-// slices renders CPU slices as "0.10 0.20 ...".
-func slices(xs []float64) string {
+// cpuSlices renders CPU slices as "0.10 0.20 ...".
+func cpuSlices(xs []float64) string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
 		out[i] = fmt.Sprintf("%.2f", x)
