@@ -13,9 +13,9 @@ import (
 // ("allow everyone") would silently become 0.0.0.0/32 (allow no one). An
 // allow-all range means no filter, which is the caller's to decide.
 func CheckSetEntry(e model.SetEntry) error {
-	if e.Net.IsValid() && e.Net.Bits() == 0 {
+	if e.Net().IsValid() && e.Net().Bits() == 0 {
 		return fmt.Errorf("member %s: a network of prefix length 0 cannot be a set member (the kernel holds /1 to /%d); an allow-all range needs no member",
-			e, e.Net.Addr().BitLen())
+			e, e.Net().Addr().BitLen())
 	}
 	return nil
 }

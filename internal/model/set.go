@@ -1,71 +1,257 @@
 package model
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
-// SetEntry is one member of one of the agent's ipsets. Which fields count
+// SetEntry is one member of one of the agent's ipsets. Which parts count
 // depends on the set's type: hash:ip,port uses Addr, Proto and Port;
-// hash:ip,port,ip adds Addr2; hash:ip,port,net adds Net. Unused fields are
+// hash:ip,port,ip adds Addr2; hash:ip,port,net adds Net. Unused parts are
 // zero, so that entries compare with ==.
+//
+// It is held compact and without pointers: at 10,000 Services the agent
+// keeps 130,000 members three times over (each Service's translation, the
+// desired state, the cache of the kernel's), and as netip values and a
+// name they took 104 bytes each, and maps of them were scanned by every
+// collection (issue 12, item 4). Addresses are kept as 16 bytes and a
+// family (ipset addresses have no zone), the set's name as a number
+// (setNames), Addr2 and Net in one place (no set type has both).
 type SetEntry struct {
-	Set   string
-	Addr  netip.Addr
-	Proto Protocol
-	Port  uint16
-	Addr2 netip.Addr
-	Net   netip.Prefix
+	addr, addr2 [16]byte
+	set         setName
+	flags       entryFlags
+	bits        uint8 // Net's prefix length
+	proto       Protocol
+	port        uint16
+}
+
+type entryFlags uint8
+
+const (
+	addrValid entryFlags = 1 << iota
+	addrIs6
+	addr2Valid
+	addr2Is6
+	addr2IsNet // addr2 and bits are Net
+)
+
+// NewSetEntry is a member of set: an address, with a protocol and port
+// when proto is not zero.
+func NewSetEntry(set string, addr netip.Addr, proto Protocol, port uint16) SetEntry {
+	e := SetEntry{set: setNameOf(set), proto: proto, port: port}
+	e.addr, e.flags = packAddr(addr, addrValid, addrIs6)
+	return e
+}
+
+// WithAddr2 is e with a second address (hash:ip,port,ip).
+func (e SetEntry) WithAddr2(a netip.Addr) SetEntry {
+	e.addr2, e.bits = [16]byte{}, 0
+	e.flags &^= addr2Valid | addr2Is6 | addr2IsNet
+	var f entryFlags
+	e.addr2, f = packAddr(a, addr2Valid, addr2Is6)
+	e.flags |= f
+	return e
+}
+
+// WithNet is e with a network (hash:ip,port,net); an invalid prefix is none.
+func (e SetEntry) WithNet(p netip.Prefix) SetEntry {
+	e = e.WithAddr2(netip.Addr{})
+	if !p.IsValid() {
+		return e
+	}
+	var f entryFlags
+	e.addr2, f = packAddr(p.Addr(), addr2Valid, addr2Is6)
+	e.flags |= f | addr2IsNet
+	e.bits = uint8(p.Bits())
+	return e
+}
+
+// packAddr is a's 16 bytes and its flags: valid, and is6 for IPv6.
+func packAddr(a netip.Addr, valid, is6 entryFlags) ([16]byte, entryFlags) {
+	if !a.IsValid() {
+		return [16]byte{}, 0
+	}
+	f := valid
+	if a.Is6() {
+		f |= is6
+	}
+	return a.As16(), f
+}
+
+// unpackAddr is packAddr undone.
+func unpackAddr(b [16]byte, f, valid, is6 entryFlags) netip.Addr {
+	switch {
+	case f&valid == 0:
+		return netip.Addr{}
+	case f&is6 != 0:
+		return netip.AddrFrom16(b)
+	}
+	return netip.AddrFrom4([4]byte(b[12:]))
+}
+
+// Set is the name of the member's set.
+func (e SetEntry) Set() string { return e.set.String() }
+
+// Addr is the member's (first) address.
+func (e SetEntry) Addr() netip.Addr { return unpackAddr(e.addr, e.flags, addrValid, addrIs6) }
+
+// Proto is the member's protocol, zero in a hash:ip set.
+func (e SetEntry) Proto() Protocol { return e.proto }
+
+// Port is the member's port, zero in a hash:ip set.
+func (e SetEntry) Port() uint16 { return e.port }
+
+// Addr2 is the second address of a hash:ip,port,ip member; invalid otherwise.
+func (e SetEntry) Addr2() netip.Addr {
+	if e.flags&addr2IsNet != 0 {
+		return netip.Addr{}
+	}
+	return unpackAddr(e.addr2, e.flags, addr2Valid, addr2Is6)
+}
+
+// Net is the network of a hash:ip,port,net member; invalid otherwise.
+func (e SetEntry) Net() netip.Prefix {
+	if e.flags&addr2IsNet == 0 {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(unpackAddr(e.addr2, e.flags, addr2Valid, addr2Is6), int(e.bits))
 }
 
 // Member renders the entry's member as `ipset add` takes it:
 // "10.96.0.1,tcp:80", "10.244.0.5,tcp:8080,10.244.0.5", "192.0.2.1,tcp:80,10.0.0.0/8".
 func (e SetEntry) Member() string {
 	var b strings.Builder
-	b.WriteString(e.Addr.String())
-	if e.Proto != 0 {
-		fmt.Fprintf(&b, ",%s:%d", strings.ToLower(e.Proto.String()), e.Port)
+	b.WriteString(e.Addr().String())
+	if e.proto != 0 {
+		fmt.Fprintf(&b, ",%s:%d", strings.ToLower(e.proto.String()), e.port)
 	}
-	if e.Addr2.IsValid() {
-		b.WriteString("," + e.Addr2.String())
+	if a := e.Addr2(); a.IsValid() {
+		b.WriteString("," + a.String())
 	}
-	if e.Net.IsValid() {
-		b.WriteString("," + e.Net.String())
+	if n := e.Net(); n.IsValid() {
+		b.WriteString("," + n.String())
 	}
 	return b.String()
 }
 
 // String renders "SET MEMBER", the line `ipset save` would print after "add".
-func (e SetEntry) String() string { return e.Set + " " + e.Member() }
+func (e SetEntry) String() string { return e.Set() + " " + e.Member() }
 
 // Compare orders entries by set, then address, protocol, port, second
-// address and net.
+// address and net (as netip orders addresses: IPv4 before IPv6).
 func (e SetEntry) Compare(o SetEntry) int {
 	// Field by field, stopping at the first that differs (cmp.Or would
-	// compare every field first): a cold start sorts 120,000 members.
-	if c := strings.Compare(e.Set, o.Set); c != 0 {
+	// compare every field first): a cold start sorts 130,000 members.
+	if e.set != o.set {
+		if c := strings.Compare(e.Set(), o.Set()); c != 0 {
+			return c
+		}
+	}
+	if c := comparePacked(e.addr, o.addr, e.flags, o.flags, addrValid, addrIs6); c != 0 {
 		return c
 	}
-	if c := e.Addr.Compare(o.Addr); c != 0 {
+	if c := cmp.Compare(e.proto, o.proto); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(e.Proto, o.Proto); c != 0 {
+	if c := cmp.Compare(e.port, o.port); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(e.Port, o.Port); c != 0 {
+	// Neither, then a network (by address and prefix length), then a
+	// second address: the order of comparing Addr2 and then Net.
+	if c := cmp.Compare(e.secondRank(), o.secondRank()); c != 0 {
 		return c
 	}
-	if c := e.Addr2.Compare(o.Addr2); c != 0 {
+	if c := comparePacked(e.addr2, o.addr2, e.flags, o.flags, addr2Valid, addr2Is6); c != 0 {
 		return c
 	}
-	if c := e.Net.Addr().Compare(o.Net.Addr()); c != 0 {
+	return cmp.Compare(e.bits, o.bits)
+}
+
+func (e SetEntry) secondRank() int {
+	switch {
+	case e.flags&addr2Valid == 0:
+		return 0
+	case e.flags&addr2IsNet != 0:
+		return 1
+	}
+	return 2
+}
+
+// comparePacked orders two packed addresses as netip.Addr.Compare would:
+// invalid, then IPv4, then IPv6, each by its bytes.
+func comparePacked(a, b [16]byte, fa, fb, valid, is6 entryFlags) int {
+	rank := func(f entryFlags) int {
+		switch {
+		case f&valid == 0:
+			return 0
+		case f&is6 == 0:
+			return 1
+		}
+		return 2
+	}
+	if c := cmp.Compare(rank(fa), rank(fb)); c != 0 {
 		return c
 	}
-	return cmp.Compare(e.Net.Bits(), o.Net.Bits())
+	return bytes.Compare(a[:], b[:])
+}
+
+// setName is a set's name as a small number: an entry holds no string.
+// Names are few (the shim's sets, per family) and never forgotten.
+type setName uint16
+
+// setNames are the names seen so far, in the order first seen; ids is
+// the reverse. The table is replaced, never changed, when a name is added,
+// so that reading a name takes no lock.
+type setNameTable struct {
+	names []string
+	ids   map[string]setName
+}
+
+var (
+	setNames   atomic.Pointer[setNameTable]
+	setNamesMu sync.Mutex
+)
+
+// setNameOf is name's number, given one the first time it is seen.
+func setNameOf(name string) setName {
+	if t := setNames.Load(); t != nil {
+		if id, ok := t.ids[name]; ok {
+			return id
+		}
+	}
+	setNamesMu.Lock()
+	defer setNamesMu.Unlock()
+	old := setNames.Load()
+	if old == nil {
+		old = &setNameTable{names: []string{""}, ids: map[string]setName{"": 0}}
+	}
+	if id, ok := old.ids[name]; ok {
+		setNames.Store(old)
+		return id
+	}
+	if len(old.names) > math.MaxUint16 {
+		panic("model: more set names than a SetEntry can number")
+	}
+	t := &setNameTable{names: append(slices.Clip(old.names), name), ids: maps.Clone(old.ids)}
+	t.ids[name] = setName(len(old.names))
+	setNames.Store(t)
+	return t.ids[name]
+}
+
+func (n setName) String() string {
+	if n == 0 {
+		return ""
+	}
+	return setNames.Load().names[n]
 }
 
 // SortedSetEntries lists the state's set entries in order.

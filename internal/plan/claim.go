@@ -216,5 +216,5 @@ func FrontendOf(e model.SetEntry) (model.VSKey, bool) {
 	if k := shim.KindOf(e); k == 0 || k == shim.LoopBack {
 		return model.VSKey{}, false
 	}
-	return model.NewVSKey(e.Proto, e.Addr, e.Port), true
+	return model.NewVSKey(e.Proto(), e.Addr(), e.Port()), true
 }

@@ -108,7 +108,7 @@ func sameBatch(a, b plan.Op) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
-	return (a.Kind != plan.AddSetEntry && a.Kind != plan.DeleteSetEntry) || a.Entry.Set == b.Entry.Set
+	return (a.Kind != plan.AddSetEntry && a.Kind != plan.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
 }
 
 // applier is one apply's bookkeeping of what failed and what that holds back.
@@ -142,7 +142,7 @@ func (a *applier) held(op plan.Op) bool {
 	switch {
 	case (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && a.holdAddr[op.Addr]:
 		return true
-	case op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr]:
+	case op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
 		// A VIPs member follows its address's bind: held with it.
 		return true
 	case (op.Kind == plan.AddService || op.Kind == plan.AddReal) && a.unrecorded[op.VS.Key]:
@@ -151,7 +151,7 @@ func (a *applier) held(op plan.Op) bool {
 		a.holdAddr[op.VS.Key.Addr] = true
 		a.missing[op.VS.Key] = true
 		return true
-	case op.Kind == plan.DeleteSetEntry && a.kept[op.Entry.Addr]:
+	case op.Kind == plan.DeleteSetEntry && a.kept[op.Entry.Addr()]:
 		return true
 	case (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && a.missing[op.VS.Key]:
 		return true
@@ -208,7 +208,7 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	}
 	r.conntrackTodo(op, &a.udpGone)
 	if firstEndpoint(op) {
-		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr, op.Entry.Port))
+		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr(), op.Entry.Port()))
 	}
 	a.own(op)
 	r.applyToCache(op)
@@ -340,7 +340,7 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 		a.kept[op.VS.Key.Addr] = true
 	}
 	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
-		a.holdAddr[op.Entry.Addr] = true
+		a.holdAddr[op.Entry.Addr()] = true
 	}
 	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
 		k, _ := plan.FrontendOf(op.Entry)
@@ -429,7 +429,7 @@ func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
 // just got its first usable endpoint: its no-endpoints member went.
 func firstEndpoint(op plan.Op) bool {
 	e := op.Entry
-	return op.Kind == plan.DeleteSetEntry && e.Proto == model.UDP && shim.KindOf(e) == shim.NoEndpoints
+	return op.Kind == plan.DeleteSetEntry && e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
 }
 
 // flushConntrackDest deletes the conntrack entries made towards UDP

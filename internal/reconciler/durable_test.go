@@ -142,7 +142,7 @@ func TestFailedRecordHoldsTheFrontend(t *testing.T) {
 	r := newRig(t)
 	rec := shim.Frontends.Name(false)
 	r.fake.FailWhen(func(c fake.Call) error {
-		if e, ok := c.Arg.(model.SetEntry); ok && c.Method == "AddSetEntry" && e.Set == rec && e.Port == 80 {
+		if e, ok := c.Arg.(model.SetEntry); ok && c.Method == "AddSetEntry" && e.Set() == rec && e.Port() == 80 {
 			return errors.New("injected")
 		}
 		return nil
@@ -246,7 +246,7 @@ func TestForeignServerMadeMeanwhileIsNotClaimed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for e := range obs.State.Sets {
-		if shim.KindOf(e).NamesFrontend() && e.Addr == k.Addr {
+		if shim.KindOf(e).NamesFrontend() && e.Addr() == k.Addr {
 			t.Errorf("a member claims the foreign server: %s", e)
 		}
 	}

@@ -126,7 +126,7 @@ func TestFailedSourceFilterHoldsTheVIP(t *testing.T) {
 	r := newRig(t)
 	fw := shim.Firewall.Name(false)
 	r.fake.FailWhen(func(c fake.Call) error {
-		if e, ok := c.Arg.(model.SetEntry); ok && c.Method == "AddSetEntry" && e.Set == fw {
+		if e, ok := c.Arg.(model.SetEntry); ok && c.Method == "AddSetEntry" && e.Set() == fw {
 			return errors.New("injected")
 		}
 		return nil

@@ -185,7 +185,7 @@ func ParseSetName(name string) (kind SetKind, v6, ok bool) {
 // KindOf is the kind of the set a member belongs to, 0 when the set is not
 // one of ours.
 func KindOf(e model.SetEntry) SetKind {
-	k, _, _ := ParseSetName(e.Set)
+	k, _, _ := ParseSetName(e.Set())
 	return k
 }
 
@@ -220,25 +220,25 @@ func IsOurs(name string) bool {
 // Entry builds a hash:ip,port member of a kind for addr's family.
 func Entry(kind SetKind, addr netip.Addr, proto model.Protocol, port uint16) model.SetEntry {
 	addr = addr.Unmap()
-	return model.SetEntry{Set: kind.Name(addr.Is6()), Addr: addr, Proto: proto, Port: port}
+	return model.NewSetEntry(kind.Name(addr.Is6()), addr, proto, port)
 }
 
 // VIPEntry is the VIPs member of an address bound on the link.
 func VIPEntry(addr netip.Addr) model.SetEntry {
 	addr = addr.Unmap()
-	return model.SetEntry{Set: VIPs.Name(addr.Is6()), Addr: addr}
+	return model.NewSetEntry(VIPs.Name(addr.Is6()), addr, 0, 0)
 }
 
 // LoopBackEntry is the hairpin member of an endpoint.
 func LoopBackEntry(proto model.Protocol, ep netip.AddrPort) model.SetEntry {
 	a := ep.Addr().Unmap()
-	return model.SetEntry{Set: LoopBack.Name(a.Is6()), Addr: a, Proto: proto, Port: ep.Port(), Addr2: a}
+	return model.NewSetEntry(LoopBack.Name(a.Is6()), a, proto, ep.Port()).WithAddr2(a)
 }
 
 // SourceRangeEntry allows src to reach a load-balancer frontend.
 func SourceRangeEntry(lb netip.Addr, proto model.Protocol, port uint16, src netip.Prefix) model.SetEntry {
 	lb = lb.Unmap()
-	return model.SetEntry{Set: SourceRanges.Name(lb.Is6()), Addr: lb, Proto: proto, Port: port, Net: src.Masked()}
+	return model.NewSetEntry(SourceRanges.Name(lb.Is6()), lb, proto, port).WithNet(src.Masked())
 }
 
 // FrontendKinds lists the kinds whose members name a frontend.

@@ -324,11 +324,11 @@ func TestSetKinds(t *testing.T) {
 		SourceRanges: SourceRangeEntry(a, model.TCP, 443, netip.MustParsePrefix("2001:db8::/32")),
 		VIPs:         VIPEntry(a),
 	} {
-		if _, v6, _ := ParseSetName(e.Set); KindOf(e) != want || !v6 {
+		if _, v6, _ := ParseSetName(e.Set()); KindOf(e) != want || !v6 {
 			t.Errorf("%s: kind %s, v6 %v; want %s, v6", e, KindOf(e), v6, want)
 		}
 	}
-	if KindOf(model.SetEntry{Set: "KUBE-CLUSTER-IP"}) != 0 {
+	if KindOf(model.NewSetEntry("KUBE-CLUSTER-IP", netip.Addr{}, 0, 0)) != 0 {
 		t.Error("kube-proxy's set has one of our kinds")
 	}
 }

@@ -180,7 +180,7 @@ func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res 
 		}
 	}
 	for _, e := range res.SetEntries {
-		if e.Net.IsValid() && e.Net.Bits() == 0 {
+		if e.Net().IsValid() && e.Net().Bits() == 0 {
 			t.Fatalf("allow-all range as a set member: %s", e)
 		}
 	}
@@ -247,7 +247,7 @@ func checkPlan(t *testing.T, res translate.Result) {
 	ops, _ := plan.Plan(desired, observed, owner)
 	after := observed.Clone()
 	for _, op := range ops {
-		for _, a := range []netip.Addr{op.VS.Key.Addr, op.Addr, op.Entry.Addr} {
+		for _, a := range []netip.Addr{op.VS.Key.Addr, op.Addr, op.Entry.Addr()} {
 			if a.IsValid() && fuzzExclude.Contains(a) {
 				t.Fatalf("%s: planned inside the excluded %s", op, fuzzExclude)
 			}

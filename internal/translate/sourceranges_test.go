@@ -72,7 +72,7 @@ func TestSourceRanges(t *testing.T) {
 			}
 			var got strings.Builder
 			for _, e := range res.SetEntries {
-				if strings.Contains(e.Set, "LB-FW") || strings.Contains(e.Set, "LB-SOURCE-CIDR") {
+				if strings.Contains(e.Set(), "LB-FW") || strings.Contains(e.Set(), "LB-SOURCE-CIDR") {
 					got.WriteString(e.String() + "\n")
 				}
 			}

@@ -201,11 +201,11 @@ func testShimInPlace(t *testing.T, nf dataplane.Netfilter) {
 func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	must(t, "ensure shim", nf.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}}))
-	wrongFamily := model.SetEntry{Set: shim.ClusterIP.Name(false), Addr: vip6, Proto: model.TCP, Port: 80}
+	wrongFamily := model.NewSetEntry(shim.ClusterIP.Name(false), vip6, model.TCP, 80)
 	if err := nf.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("an IPv6 member in an IPv4 set: %v", err)
 	}
-	withPort := model.SetEntry{Set: shim.VIPs.Name(false), Addr: vip4, Proto: model.TCP, Port: 80}
+	withPort := model.NewSetEntry(shim.VIPs.Name(false), vip4, model.TCP, 80)
 	if err := nf.AddSetEntry(ctx, withPort); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("a member with a port in a hash:ip set: %v", err)
 	}

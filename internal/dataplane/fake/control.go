@@ -34,10 +34,10 @@ func (f *Fake) Load(s model.State) {
 	clear(f.conns)
 	clear(f.sets)
 	for e := range c.Sets {
-		if f.sets[e.Set] == nil {
-			f.sets[e.Set] = map[model.SetEntry]struct{}{}
+		if f.sets[e.Set()] == nil {
+			f.sets[e.Set()] = map[model.SetEntry]struct{}{}
 		}
-		f.sets[e.Set][e] = struct{}{}
+		f.sets[e.Set()][e] = struct{}{}
 	}
 }
 

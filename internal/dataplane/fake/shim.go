@@ -101,24 +101,24 @@ func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
 	if err := dataplane.CheckSetEntry(e); err != nil {
 		return nil, err
 	}
-	members, ok := f.sets[e.Set]
+	members, ok := f.sets[e.Set()]
 	if !ok {
-		return nil, fmt.Errorf("set %s: %w", e.Set, dataplane.ErrNotExist)
+		return nil, fmt.Errorf("set %s: %w", e.Set(), dataplane.ErrNotExist)
 	}
-	kind, wantV6, _ := shim.ParseSetName(e.Set)
-	fits := e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto != 0
+	kind, wantV6, _ := shim.ParseSetName(e.Set())
+	fits := e.Addr().IsValid() && e.Addr().Is6() == wantV6 && e.Proto() != 0
 	switch kind.Type() {
 	case shim.HashIP:
-		fits = e.Addr.IsValid() && e.Addr.Is6() == wantV6 && e.Proto == 0 && e.Port == 0 && !e.Addr2.IsValid() && !e.Net.IsValid()
+		fits = e.Addr().IsValid() && e.Addr().Is6() == wantV6 && e.Proto() == 0 && e.Port() == 0 && !e.Addr2().IsValid() && !e.Net().IsValid()
 	case shim.HashIPPortIP:
-		fits = fits && e.Addr2.IsValid() && e.Addr2.Is6() == wantV6 && !e.Net.IsValid()
+		fits = fits && e.Addr2().IsValid() && e.Addr2().Is6() == wantV6 && !e.Net().IsValid()
 	case shim.HashIPPortNet:
-		fits = fits && e.Net.IsValid() && e.Net.Addr().Is6() == wantV6 && !e.Addr2.IsValid()
+		fits = fits && e.Net().IsValid() && e.Net().Addr().Is6() == wantV6 && !e.Addr2().IsValid()
 	default:
-		fits = fits && !e.Addr2.IsValid() && !e.Net.IsValid()
+		fits = fits && !e.Addr2().IsValid() && !e.Net().IsValid()
 	}
 	if !fits {
-		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set, kind.Type())
+		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set(), kind.Type())
 	}
 	return members, nil
 }

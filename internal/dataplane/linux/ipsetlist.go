@@ -146,21 +146,21 @@ func (m rawMember) entry(def shim.SetDef) (model.SetEntry, error) {
 		return model.SetEntry{}, errors.New("member lacks its address")
 	}
 	if def.Type == shim.HashIP {
-		return model.SetEntry{Set: def.Name, Addr: m.ip}, nil
+		return model.NewSetEntry(def.Name, m.ip, 0, 0), nil
 	}
 	if !m.hasPort || !m.hasL4 {
 		return model.SetEntry{}, fmt.Errorf("member %s lacks a port or protocol", m.ip)
 	}
-	e := model.SetEntry{Set: def.Name, Addr: m.ip, Proto: model.Protocol(m.proto), Port: m.port}
+	e := model.NewSetEntry(def.Name, m.ip, model.Protocol(m.proto), m.port)
 	switch def.Type {
 	case shim.HashIPPortIP, shim.HashIPPortNet:
 		if !m.ip2.IsValid() {
 			return model.SetEntry{}, fmt.Errorf("member %s lacks its second address", m.ip)
 		}
 		if def.Type == shim.HashIPPortIP {
-			e.Addr2 = m.ip2
+			e = e.WithAddr2(m.ip2)
 		} else {
-			e.Net = netip.PrefixFrom(m.ip2, int(m.cidr2))
+			e = e.WithNet(netip.PrefixFrom(m.ip2, int(m.cidr2)))
 		}
 	}
 	return e, nil

@@ -418,17 +418,17 @@ func (s *Shim) eachMember(ctx context.Context, def shim.SetDef, each func(model.
 // toIPSetEntry is the netlink form of a member. A hash:ip member (no
 // protocol) carries its address only.
 func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
-	if e.Proto == 0 {
-		return &netlink.IPSetEntry{IP: net.IP(e.Addr.AsSlice())}
+	if e.Proto() == 0 {
+		return &netlink.IPSetEntry{IP: net.IP(e.Addr().AsSlice())}
 	}
-	port, proto := e.Port, uint8(e.Proto)
-	ne := &netlink.IPSetEntry{IP: net.IP(e.Addr.AsSlice()), Port: &port, Protocol: &proto}
-	if e.Addr2.IsValid() {
-		ne.IP2 = net.IP(e.Addr2.AsSlice())
+	port, proto := e.Port(), uint8(e.Proto())
+	ne := &netlink.IPSetEntry{IP: net.IP(e.Addr().AsSlice()), Port: &port, Protocol: &proto}
+	if e.Addr2().IsValid() {
+		ne.IP2 = net.IP(e.Addr2().AsSlice())
 	}
-	if e.Net.IsValid() {
-		ne.IP2 = net.IP(e.Net.Addr().AsSlice())
-		ne.CIDR2 = uint8(e.Net.Bits())
+	if e.Net().IsValid() {
+		ne.IP2 = net.IP(e.Net().Addr().AsSlice())
+		ne.CIDR2 = uint8(e.Net().Bits())
 	}
 	return ne
 }
@@ -443,7 +443,7 @@ func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err := s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist); err != nil {
 		return err
 	}
-	if !e.Net.IsValid() {
+	if !e.Net().IsValid() {
 		return nil
 	}
 	return s.checkHeld(ctx, e)
@@ -465,19 +465,19 @@ func (h ipsetHandle) del(set string, e *netlink.IPSetEntry) error { return h.Ips
 // for adding a member that is there and deleting one that is not; onExist
 // says which it means here.
 func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn func(ipsetHandle, string, *netlink.IPSetEntry) error, onExist error) error {
-	if !shim.IsOurs(e.Set) {
+	if !shim.IsOurs(e.Set()) {
 		return fmt.Errorf("%s %s: not one of the shim's sets", what, e)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.ipsets.run(ctx, "ipset "+what, func(h ipsetHandle) error { return fn(h, e.Set, toIPSetEntry(e)) })
+	err := s.ipsets.run(ctx, "ipset "+what, func(h ipsetHandle) error { return fn(h, e.Set(), toIPSetEntry(e)) })
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)):
 		err = fmt.Errorf("%w: %w", onExist, err)
 	case errors.Is(err, syscall.ENOENT):
-		err = fmt.Errorf("set %s: %w: %w", e.Set, dataplane.ErrNotExist, err)
+		err = fmt.Errorf("set %s: %w: %w", e.Set(), dataplane.ErrNotExist, err)
 	}
 	return fmt.Errorf("ipset %s %s: %w", what, e, err)
 }
@@ -506,18 +506,20 @@ func (s *Shim) heldAs(ctx context.Context, e model.SetEntry) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, def := range shim.Sets(true, true) {
-		if def.Name != e.Set {
+		if def.Name != e.Set() {
 			continue
 		}
 		want := e
-		want.Net = e.Net.Masked() // the kernel keeps a network's address masked
+		if n := e.Net(); n.IsValid() {
+			want = e.WithNet(n.Masked()) // the kernel keeps a network's address masked
+		}
 		found := false
 		if err := s.eachMember(ctx, def, func(m model.SetEntry) { found = found || m == want }); err != nil {
 			return false, err
 		}
 		return found, nil
 	}
-	return false, fmt.Errorf("%s is not one of the shim's sets", e.Set)
+	return false, fmt.Errorf("%s is not one of the shim's sets", e.Set())
 }
 
 // DeleteShim deletes the shim's jumps and chains in both families, then

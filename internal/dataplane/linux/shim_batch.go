@@ -29,7 +29,7 @@ func (s *Shim) applySets(ctx context.Context, win []dataplane.Change, errs []err
 			errs[i] = setChangeError(c, err)
 			continue
 		}
-		if c.Entry.Net.IsValid() {
+		if c.Entry.Net().IsValid() {
 			errs[i] = s.single(ctx, c)
 			continue
 		}
@@ -67,7 +67,7 @@ func checkMember(e model.SetEntry) error {
 	if err := dataplane.CheckSetEntry(e); err != nil {
 		return err
 	}
-	if !shim.IsOurs(e.Set) {
+	if !shim.IsOurs(e.Set()) {
 		return errors.New("not one of the shim's sets")
 	}
 	return nil
@@ -93,7 +93,7 @@ func setChangeError(c dataplane.Change, err error) error {
 	case errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST)):
 		err = fmt.Errorf("%w: %w", onExist, err)
 	case errors.Is(err, syscall.ENOENT):
-		err = fmt.Errorf("set %s: %w: %w", c.Entry.Set, dataplane.ErrNotExist, err)
+		err = fmt.Errorf("set %s: %w: %w", c.Entry.Set(), dataplane.ErrNotExist, err)
 	}
 	return fmt.Errorf("ipset %s %s: %w", what, c.Entry, err)
 }
@@ -127,14 +127,14 @@ func (e *setEncoder) change(add bool, m model.SetEntry) request {
 	// struct nfgenmsg: family, version, resource id (big endian).
 	e.a.b = append(e.a.b, unix.AF_NETLINK, 0, 0, 0)
 	e.a.u8(ipsetAttrProto, ipsetProtocol)
-	e.a.str(ipsetAttrName, m.Set)
+	e.a.str(ipsetAttrName, m.Set())
 	data := e.a.nest(ipsetAttrData)
-	e.ip(ipsetAttrIP, m.Addr)
-	if m.Proto != 0 {
-		e.a.u8(ipsetAttrL4, uint8(m.Proto))
-		e.a.be16(ipsetAttrPort|nlaNetByteOrder, m.Port)
-		if m.Addr2.IsValid() {
-			e.ip(ipsetAttrIP2, m.Addr2)
+	e.ip(ipsetAttrIP, m.Addr())
+	if m.Proto() != 0 {
+		e.a.u8(ipsetAttrL4, uint8(m.Proto()))
+		e.a.be16(ipsetAttrPort|nlaNetByteOrder, m.Port())
+		if m.Addr2().IsValid() {
+			e.ip(ipsetAttrIP2, m.Addr2())
 		}
 	}
 	e.a.end(data)
