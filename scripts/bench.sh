@@ -29,6 +29,7 @@
 #                         (e.g. BENCH_TOOLS=kube-proxy-ipvs BENCH_EXTRA_FLAGS=--v=4); not for the doc
 #                         (kube-ipvs: --cpu-profile /tmp/cpu.pprof or --heap-profile
 #                         /tmp/heap.pprof; the profile lands in bin/bench-N-cpu.pprof)
+#   BENCH_GODEBUG         the tools' GODEBUG, to look into one (gctrace=1 logs each collection's heap)
 #   BENCH_LOG_LINES       how many of each tool's last log lines the results keep (default 15)
 # A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
 # (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer

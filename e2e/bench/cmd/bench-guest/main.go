@@ -36,6 +36,7 @@ type settings struct {
 	node                                   string
 	extra                                  []string // BENCH_EXTRA_FLAGS: for looking into a tool, not for measuring
 	logLines                               int      // of each tool's log, kept and printed
+	godebug                                string   // BENCH_GODEBUG: the tools' GODEBUG (gctrace=1 logs every collection), likewise
 }
 
 func main() {
@@ -71,6 +72,7 @@ func load() (settings, error) {
 	s.tools = strings.Split(os.Getenv("BENCH_TOOLS"), ",")
 	s.node = os.Getenv("BENCH_NODE")
 	s.extra = strings.Fields(os.Getenv("BENCH_EXTRA_FLAGS"))
+	s.godebug = os.Getenv("BENCH_GODEBUG")
 	s.logLines = 15
 	if len(s.extra) > 0 {
 		s.logLines = 60

@@ -81,6 +81,9 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	defer logf.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if s.godebug != "" {
+		cmd.Env = append(os.Environ(), "GODEBUG="+s.godebug)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Error = fmt.Sprintf("start %s: %v", name, err)

@@ -223,6 +223,7 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_NODE":           nodeName,
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 		"BENCH_LOG_LINES":      os.Getenv("BENCH_LOG_LINES"),
+		"BENCH_GODEBUG":        os.Getenv("BENCH_GODEBUG"),
 	} {
 		args = append(args, "--env", k+"="+v)
 	}
