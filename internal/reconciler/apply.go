@@ -212,6 +212,29 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	}
 	a.own(op)
 	r.applyToCache(op)
+	a.shareDone(op)
+}
+
+// shareDone makes the cache hold the desired virtual server itself as soon
+// as op leaves the kernel's copy equal to it (see shareObserved), rather
+// than at the end of the sync: a cold start adds 10,000 virtual servers
+// before their real servers, and their copies were held, whole, until the
+// plan was done (15 MB at its peak, issue 12). Equality is checked only
+// when the counts match, so a large virtual server is compared once, not
+// at each real server.
+func (a *applier) shareDone(op plan.Op) {
+	if op.Kind != plan.AddReal && op.Kind != plan.UpdateReal && op.Kind != plan.AddService {
+		return
+	}
+	k := op.VS.Key
+	want, ok := a.r.desired.state.Services[k]
+	if have := a.r.observed.Services[k]; !ok || have == nil || len(have.Reals) != len(want.Reals) {
+		return
+	}
+	a.r.shareObserved(k)
+	if a.r.observed.Services[k] == want {
+		a.owned[k] = false // shared: the next change copies it again
+	}
 }
 
 // reserveObserved sizes the cache's maps for ops when it is empty (a cold
@@ -238,18 +261,24 @@ func (r *Reconciler) applyToCache(op plan.Op) {
 	default:
 		r.sumTableOp(op)
 	}
-	op.ApplyTo(&r.observed)
-	if op.Kind == plan.AddService {
+	if op.Kind == plan.AddReal {
 		r.sizeReals(op.VS.Key)
 	}
+	op.ApplyTo(&r.observed)
 }
 
-// sizeReals sizes the real servers' map of a virtual server just added to
-// the cache as its Service wants them: they follow in the same plan, and
-// grew from an empty map to ten at a cold start.
+// sizeReals sizes the real servers' map of a virtual server in the cache
+// as its Service wants them, at the first one added: the rest follow in
+// the same plan, and grew from an empty map to ten at a cold start. Sized
+// at the first real server rather than at the virtual server's create, so
+// that a cold start does not hold 10,000 sized maps at once.
 func (r *Reconciler) sizeReals(k model.VSKey) {
-	if want, ok := r.desired.state.Services[k]; ok && len(want.Reals) > 0 {
-		r.observed.Services[k].Reals = make(map[netip.AddrPort]model.RealServer, len(want.Reals))
+	have, ok := r.observed.Services[k]
+	if !ok || len(have.Reals) > 0 {
+		return
+	}
+	if want, ok := r.desired.state.Services[k]; ok && len(want.Reals) > 1 {
+		have.Reals = make(map[netip.AddrPort]model.RealServer, len(want.Reals))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
@@ -224,5 +225,31 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 	}
 	if n, all := shared(), len(r.rec.desired.state.Services); n != all-1 {
 		t.Fatalf("%d of %d virtual servers shared, want all but web", n, all)
+	}
+}
+
+// TestObservedSharedDuringTheApply: a virtual server is shared as soon as
+// its last real server is in, not when the sync ends: by the time the VIPs
+// are bound (after every real server) the cache holds no copy of its own,
+// so a cold start does not hold a second table while it applies (issue 12).
+func TestObservedSharedDuringTheApply(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	own := -1
+	r.fake.FailWhen(func(c fake.Call) error {
+		if c.Method == "AddAddr" && own < 0 {
+			own = 0
+			for k, have := range r.rec.observed.Services {
+				if have != r.rec.desired.state.Services[k] {
+					own++
+				}
+			}
+		}
+		return nil
+	})
+	r.sync(false)
+	r.expectDump(webAndDNS)
+	if own != 0 {
+		t.Fatalf("%d virtual servers were copies of their own when the VIPs were bound (-1: no bind seen)", own)
 	}
 }
