@@ -59,11 +59,14 @@ func ParseProtocol(s string) (Protocol, error) {
 // VSKey identifies one IPVS virtual server: protocol, address and port, or
 // a firewall mark (then Proto, Addr and Port are zero, except Addr's family
 // which IPVS keeps with the mark).
+//
+// The fields are laid out largest first, so that a key is 32 bytes rather
+// than 40: a cold start's plan holds 250,000 of them at 10,000 Services.
 type VSKey struct {
-	Proto  Protocol
 	Addr   netip.Addr
-	Port   uint16
 	FWMark uint32
+	Port   uint16
+	Proto  Protocol
 }
 
 // NewVSKey builds a key for a protocol/address/port virtual server.
