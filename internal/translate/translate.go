@@ -336,9 +336,21 @@ func (b *builder) newService(key model.VSKey, rs []model.RealServer) *model.Serv
 	return s
 }
 
+// sized is an empty slice with room for n, nil when n is 0 (a Result's
+// empty parts are nil).
+func sized[T any](n int) []T {
+	if n == 0 {
+		return nil
+	}
+	return make([]T, 0, n)
+}
+
 // result sorts what was built.
 func (b *builder) result() Result {
+	// Each slice is made at its size: the results are held for as long as
+	// their Services are, and appends left up to twice the room.
 	r := Result{NoLocalEndpoints: b.noLocalEps}
+	r.Services = sized[*model.Service](len(b.services))
 	for _, s := range b.services {
 		r.Services = append(r.Services, s)
 	}
@@ -349,11 +361,13 @@ func (b *builder) result() Result {
 			r.Meta[i] = b.meta[s.Key]
 		}
 	}
+	r.Addrs = sized[netip.Addr](len(b.vips))
 	for a := range b.vips {
 		r.Addrs = append(r.Addrs, a)
 		b.entry(shim.VIPEntry(a))
 	}
 	slices.SortFunc(r.Addrs, netip.Addr.Compare)
+	r.SetEntries = sized[model.SetEntry](len(b.entries))
 	for e := range b.entries {
 		r.SetEntries = append(r.SetEntries, e)
 	}
