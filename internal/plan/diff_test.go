@@ -375,6 +375,7 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 	if len(got) != len(want) || render(got) != render(want) {
 		t.Fatalf("parallel diff: %d operations, want %d", len(got), len(want))
 	}
+	checkStaged(t, desired, observed, owner, got)
 	kinds := map[Kind]bool{}
 	for _, op := range got {
 		kinds[op.Kind] = true

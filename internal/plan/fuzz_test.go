@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -210,6 +211,7 @@ func FuzzDiff(f *testing.F) {
 		got := observed.Clone()
 		ops := Diff(desired, observed, owner)
 		checkOps(t, ops, observed, owner)
+		checkStaged(t, desired, observed, owner, ops)
 		for _, op := range ops {
 			op.ApplyTo(&got)
 		}
@@ -224,4 +226,17 @@ func FuzzDiff(f *testing.F) {
 			t.Fatalf("not converged, second diff:\n%s", render(again))
 		}
 	})
+}
+
+// checkStaged: the passes of Staged, laid end to end, are the plan.
+func checkStaged(t *testing.T, desired, observed model.State, owner Owner, want []Op) {
+	t.Helper()
+	passes, _ := Staged(desired, observed, owner)
+	var got []Op
+	for _, pass := range passes {
+		got = append(got, pass()...)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("staged passes:\n%s\nwant the plan:\n%s", render(got), render(want))
+	}
 }
