@@ -41,27 +41,29 @@ import (
 // server: made unrecorded, a crash could leave it owned by nobody. A
 // virtual server someone else made between our read and our create is not
 // claimed: its record is withdrawn and no member naming it is added.
-func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
-	r.reserveObserved(ops)
+//
+// The passes are made and applied one after another, by one applier (what
+// a failure holds back holds in the later passes too); each pass is let go
+// of once applied. It returns the outcome and the operations, when there
+// was one pass (the drift checker notes them; a cold start's are many
+// passes, and its sync is a full one, which notes no operations).
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass) (outcome, []plan.Op) {
 	a := newApplier(r)
-	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
-	for i := 0; i <= len(ops); i++ {
-		if len(batch) > 0 && (i == len(ops) || !sameBatch(batch[0], ops[i]) || len(batch) == maxBatch) {
-			if n := a.send(ctx, batch); n > 0 {
-				a.out.stopped(n+len(ops)-i, len(ops), context.Cause(ctx))
-				break
+	var ops []plan.Op
+	for i, pass := range passes {
+		ops = pass()
+		a.out.planned += len(ops)
+		if i == 0 {
+			r.reserveObserved(ops, len(passes) > 1)
+		}
+		if n := a.applyPass(ctx, ops); n > 0 {
+			// Stopped: the later passes are made only to be counted.
+			for _, rest := range passes[i+1:] {
+				m := len(rest())
+				n, a.out.planned = n+m, a.out.planned+m
 			}
-			batch = batch[:0]
-		}
-		if i == len(ops) {
+			a.out.stopped(n, a.out.planned, context.Cause(ctx))
 			break
-		}
-		if ctx.Err() != nil {
-			a.out.stopped(len(ops)-i, len(ops), context.Cause(ctx))
-			break
-		}
-		if !a.held(ops[i]) {
-			batch = append(batch, ops[i])
 		}
 	}
 	// Cancelled: the flushes would only fail; the entries expire on their
@@ -69,7 +71,34 @@ func (r *Reconciler) apply(ctx context.Context, ops []plan.Op) outcome {
 	if ctx.Err() == nil {
 		r.reconcileConntrack(ctx, a.udpGone, a.udpFirst)
 	}
-	return a.out
+	if len(passes) > 1 {
+		ops = nil
+	}
+	return a.out, ops
+}
+
+// applyPass applies one pass in batches. It returns how many of its
+// operations were not tried because ctx ended (0: all were).
+func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
+	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
+	for i := 0; i <= len(ops); i++ {
+		if len(batch) > 0 && (i == len(ops) || !sameBatch(batch[0], ops[i]) || len(batch) == maxBatch) {
+			if n := a.send(ctx, batch); n > 0 {
+				return n + len(ops) - i
+			}
+			batch = batch[:0]
+		}
+		if i == len(ops) {
+			break
+		}
+		if ctx.Err() != nil {
+			return len(ops) - i
+		}
+		if !a.held(ops[i]) {
+			batch = append(batch, ops[i])
+		}
+	}
+	return 0
 }
 
 // reconcileConntrack deletes the stale UDP conntrack entries an apply left:
@@ -237,11 +266,17 @@ func (a *applier) shareDone(op plan.Op) {
 	}
 }
 
-// reserveObserved sizes the cache's maps for ops when it is empty (a cold
-// start), as reserve does the desired state's: the cache is built from the
-// operations applied.
-func (r *Reconciler) reserveObserved(ops []plan.Op) {
+// reserveObserved sizes the cache's maps when it is empty (a cold start),
+// as reserve does the desired state's: the cache is built from the
+// operations applied. ops is the first pass; when more follow (a staged
+// cold start) the cache is sized as the desired state is instead.
+func (r *Reconciler) reserveObserved(ops []plan.Op, staged bool) {
 	if !r.observed.Empty() {
+		return
+	}
+	if staged {
+		d := r.desired.state
+		r.observed = model.SizedState(len(d.Services), len(d.Addrs), len(d.Sets))
 		return
 	}
 	var count [plan.DeleteSetEntry + 1]int

@@ -32,8 +32,9 @@ const (
 // sorted into the failures of single Services and the ones that say the
 // kernel or the agent itself is unusable.
 type outcome struct {
-	attempted, failed int
-	errs              []error // every failure, in order
+	// planned counts the operations planned, attempted those tried.
+	planned, attempted, failed int
+	errs                       []error // every failure, in order
 	// services are the Services whose operations failed, with their first
 	// error; unowned counts failures no held Service claims (removals of
 	// what is no longer wanted).

@@ -72,16 +72,17 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 			return r.finish(st, err)
 		}
 	}
-	ops, tried := r.plan(ctx, &st, synced)
+	passes, tried := r.plan(ctx, &st, synced)
 	if r.opt.DryRun {
-		return r.finish(st, r.print(ops))
+		return r.finish(st, r.print(passes))
 	}
 	// The rules are repaired on a full sync and when the drift check found
 	// them changed, and written when their configuration changed.
 	if st.Full || (r.folded != nil && r.folded.rulesMissing) || !shimCfg.Equal(r.shimCfg) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
-	out := r.apply(ctx, ops)
+	out, ops := r.apply(ctx, passes)
+	st.Ops = out.planned
 	r.drift.note(r.touched, ops, st.Full)
 	st.Failed = out.failed
 	r.noteFailures(&st, out, tried)
@@ -132,10 +133,11 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 
 // plan translates what changed and returns the operations that bring the
 // scope (the changed Services, or everything on a full sync) in step,
-// draining real servers kept at weight 0. Until every source has synced
-// nothing is deleted: the absence of an object proves nothing yet. It also
-// returns the Services whose operations the plan covers.
-func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.Op, map[model.ServiceName]struct{}) {
+// draining real servers kept at weight 0, in passes to apply one after
+// another. Until every source has synced nothing is deleted: the absence
+// of an object proves nothing yet. It also returns the Services whose
+// operations the plan covers.
+func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.Pass, map[model.ServiceName]struct{}) {
 	scope, tried := r.retranslate(st)
 	if st.Full {
 		scope = r.everything()
@@ -157,13 +159,29 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
 	}
-	ops, refused := plan.Plan(desired, observed, r.ownerOf(r.observed).Made(r.made))
+	passes, refused := r.passes(desired, observed, st.Full)
 	r.noteRefusals(scope, refused)
 	if !synced {
-		ops = withoutDeletes(ops)
+		for i, pass := range passes {
+			passes[i] = func() []plan.Op { return withoutDeletes(pass()) }
+		}
 	}
-	st.Ops = len(ops)
-	return ops, tried
+	return passes, tried
+}
+
+// passes plans desired against observed. On a cold start (a full sync
+// over an empty kernel, the one plan of hundreds of thousands of
+// operations) the plan is made in passes as they are applied
+// (plan.Staged), so that the start holds one pass of it at a time; the
+// passes are made against an empty state of their own, as the cache they
+// are applied to fills. Otherwise the plan is made whole, in one pass.
+func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
+	owner := r.ownerOf(r.observed).Made(r.made)
+	if full && observed.Empty() && !r.opt.DryRun {
+		return plan.Staged(desired, model.NewState(), owner)
+	}
+	ops, refused := plan.Plan(desired, observed, owner)
+	return []plan.Pass{func() []plan.Op { return ops }}, refused
 }
 
 // finish records and logs a sync's outcome.
@@ -434,11 +452,13 @@ func withoutDeletes(ops []plan.Op) []plan.Op {
 }
 
 // print writes the planned operations, one ipvsadm-style line each.
-func (r *Reconciler) print(ops []plan.Op) error {
+func (r *Reconciler) print(passes []plan.Pass) error {
 	var errs []error
-	for _, op := range ops {
-		if _, err := fmt.Fprintln(r.opt.Out, op.String()); err != nil {
-			errs = append(errs, err)
+	for _, pass := range passes {
+		for _, op := range pass() {
+			if _, err := fmt.Fprintln(r.opt.Out, op.String()); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
