@@ -242,7 +242,7 @@ func TestDryRunPrintsAndChangesNothing(t *testing.T) {
 	opt := r.options()
 	opt.DryRun = true
 	r.rec = New(opt)
-	r.sync(false)
+	st := r.sync(false)
 	if r.fake.Dump() != "" {
 		t.Fatalf("dry run changed the kernel:\n%s", r.fake.Dump())
 	}
@@ -265,6 +265,9 @@ ip addr add 10.96.0.53/32
 `
 	if got := r.out.String(); got != want {
 		t.Fatalf("dry run printed:\n%s\nwant:\n%s", got, want)
+	}
+	if n := strings.Count(want, "\n"); st.Ops != n {
+		t.Fatalf("dry run reported %d operations, printed %d", st.Ops, n)
 	}
 }
 

@@ -74,7 +74,9 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	}
 	passes, tried := r.plan(ctx, &st, synced)
 	if r.opt.DryRun {
-		return r.finish(st, r.print(passes))
+		var err error
+		st.Ops, err = r.print(passes)
+		return r.finish(st, err)
 	}
 	// The rules are repaired on a full sync and when the drift check found
 	// them changed, and written when their configuration changed.
@@ -451,15 +453,18 @@ func withoutDeletes(ops []plan.Op) []plan.Op {
 	return out
 }
 
-// print writes the planned operations, one ipvsadm-style line each.
-func (r *Reconciler) print(passes []plan.Pass) error {
+// print writes the planned operations, one ipvsadm-style line each, and
+// returns how many there were.
+func (r *Reconciler) print(passes []plan.Pass) (int, error) {
 	var errs []error
+	n := 0
 	for _, pass := range passes {
 		for _, op := range pass() {
+			n++
 			if _, err := fmt.Fprintln(r.opt.Out, op.String()); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
