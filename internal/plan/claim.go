@@ -69,9 +69,16 @@ func (r Refusal) String() string {
 // and its address. It is here, in the pure diff, so that every caller
 // (sync, drift, cleanup) and the fuzz tests see one rule.
 func Plan(desired, observed model.State, owner Owner) ([]Op, []Refusal) {
-	refused := owner.refusals(desired, observed)
-	desired, observed = withoutRefused(desired, observed, refused, owner)
+	desired, observed, refused := owner.refuse(desired, observed)
 	return diff(desired, observed, owner), refused
+}
+
+// refuse is the states a plan diffs, the refused frontends out of them,
+// and the refusals.
+func (o Owner) refuse(desired, observed model.State) (model.State, model.State, []Refusal) {
+	refused := o.refusals(desired, observed)
+	desired, observed = withoutRefused(desired, observed, refused, o)
+	return desired, observed, refused
 }
 
 // refusals lists the desired frontends owner refuses.
@@ -230,8 +237,7 @@ type Pass func() []Op
 // observed must not change until the last pass is made: a caller that
 // applies the passes to the state it planned from passes a copy.
 func Staged(desired, observed model.State, owner Owner) ([]Pass, []Refusal) {
-	refused := owner.refusals(desired, observed)
-	desired, observed = withoutRefused(desired, observed, refused, owner)
+	desired, observed, refused := owner.refuse(desired, observed)
 	table := func(emit func(Op)) { diffTable(desired, observed, owner, emit) }
 	sets := func(emit func(Op)) { diffSets(desired.Sets, observed.Sets, emit) }
 	// The table's walk makes the operations on virtual servers, real
