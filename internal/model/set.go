@@ -54,23 +54,20 @@ func NewSetEntry(set string, addr netip.Addr, proto Protocol, port uint16) SetEn
 
 // WithAddr2 is e with a second address (hash:ip,port,ip).
 func (e SetEntry) WithAddr2(a netip.Addr) SetEntry {
-	e.addr2, e.bits = [16]byte{}, 0
-	e.flags &^= addr2Valid | addr2Is6 | addr2IsNet
 	var f entryFlags
 	e.addr2, f = packAddr(a, addr2Valid, addr2Is6)
-	e.flags |= f
+	e.flags = e.flags&^(addr2Valid|addr2Is6|addr2IsNet) | f
+	e.bits = 0
 	return e
 }
 
 // WithNet is e with a network (hash:ip,port,net); an invalid prefix is none.
 func (e SetEntry) WithNet(p netip.Prefix) SetEntry {
-	e = e.WithAddr2(netip.Addr{})
 	if !p.IsValid() {
-		return e
+		return e.WithAddr2(netip.Addr{})
 	}
-	var f entryFlags
-	e.addr2, f = packAddr(p.Addr(), addr2Valid, addr2Is6)
-	e.flags |= f | addr2IsNet
+	e = e.WithAddr2(p.Addr())
+	e.flags |= addr2IsNet
 	e.bits = uint8(p.Bits())
 	return e
 }
