@@ -48,14 +48,12 @@ import (
 // was one pass (the drift checker notes them; a cold start's are many
 // passes, and its sync is a full one, which notes no operations).
 func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass) (outcome, []plan.Op) {
+	r.reserveObserved()
 	a := newApplier(r)
 	var ops []plan.Op
 	for i, pass := range passes {
 		ops = pass()
 		a.out.planned += len(ops)
-		if i == 0 {
-			r.reserveObserved(ops, len(passes) > 1)
-		}
 		if n := a.applyPass(ctx, ops); n > 0 {
 			// Stopped: the later passes are made only to be counted.
 			for _, rest := range passes[i+1:] {
@@ -268,22 +266,14 @@ func (a *applier) shareDone(op plan.Op) {
 
 // reserveObserved sizes the cache's maps when it is empty (a cold start),
 // as reserve does the desired state's: the cache is built from the
-// operations applied. ops is the first pass; when more follow (a staged
-// cold start) the cache is sized as the desired state is instead.
-func (r *Reconciler) reserveObserved(ops []plan.Op, staged bool) {
+// operations applied, which bring it to the desired state. (Its plan comes
+// in passes, so the operations cannot be counted before the first apply.)
+func (r *Reconciler) reserveObserved() {
 	if !r.observed.Empty() {
 		return
 	}
-	if staged {
-		d := r.desired.state
-		r.observed = model.SizedState(len(d.Services), len(d.Addrs), len(d.Sets))
-		return
-	}
-	var count [plan.DeleteSetEntry + 1]int
-	for _, op := range ops {
-		count[op.Kind]++
-	}
-	r.observed = model.SizedState(count[plan.AddService], count[plan.BindAddr], count[plan.AddSetEntry])
+	d := r.desired.state
+	r.observed = model.SizedState(len(d.Services), len(d.Addrs), len(d.Sets))
 }
 
 // applyToCache records an applied operation in the observed cache, and
