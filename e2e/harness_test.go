@@ -317,11 +317,23 @@ func (a *agent) since(i int) []logEntry {
 }
 
 func (a *agent) tail(n int) string {
-	es := a.entries()
+	all := a.entries()
+	es := all
 	if len(es) > n {
 		es = es[len(es)-n:]
 	}
 	var b strings.Builder
+	// A crash's last lines are goroutine stacks: its cause is where the
+	// dump begins, so that line and the few after it come first.
+	for i, e := range all[:len(all)-len(es)] {
+		if m := e.String(); strings.Contains(m, "panic:") || strings.Contains(m, "fatal error:") {
+			for _, c := range all[i:min(i+8, len(all)-len(es))] {
+				b.WriteString("    " + c.String() + "\n")
+			}
+			b.WriteString("    ...\n")
+			break
+		}
+	}
 	for _, e := range es {
 		b.WriteString("    " + e.String() + "\n")
 	}
