@@ -63,6 +63,7 @@ func clientFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.Client.ContentType, "kube-api-content-type", c.Client.ContentType, "content type of requests sent to the API server")
 	fs.Float32Var(&c.Client.QPS, "kube-api-qps", c.Client.QPS, "queries per second to the API server")
 	fs.Int32Var(&c.Client.Burst, "kube-api-burst", c.Client.Burst, "burst of queries to the API server")
+	fs.BoolVar(&c.Client.Compression, "kube-api-compression", c.Client.Compression, "ask the API server to gzip its responses (off: a start's lists are not inflated; on: less traffic on a slow link)")
 }
 
 // ipvsFlags are kube-proxy's --ipvs-* flags; today's shorter names stay

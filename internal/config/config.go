@@ -83,6 +83,9 @@ type ClientConnection struct {
 	Burst              int32
 	ContentType        string
 	AcceptContentTypes string
+	// Compression asks for gzipped responses (--kube-api-compression; off
+	// by default, see source.ClientOptions).
+	Compression bool
 }
 
 // Conntrack holds the nf_conntrack settings kube-proxy writes at start

@@ -23,6 +23,13 @@ type ClientOptions struct {
 	// protobuf, else JSON (kinds without a protobuf form).
 	ContentType        string
 	AcceptContentTypes string
+	// Compression asks the API server to gzip its responses. Off unless
+	// asked: the start's list of every Service and EndpointSlice is what a
+	// node waits for, and inflating it was a fifth of the agent's CPU while
+	// it listed at 10,000 Services (the server spends as much compressing
+	// it, per node); a node's link to its API server is rarely what limits
+	// that list (issue 12).
+	Compression bool
 }
 
 // NewClient connects to the API server as the options say.
@@ -68,5 +75,6 @@ func restConfig(o ClientOptions) (*rest.Config, error) {
 		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
 	cfg.QPS, cfg.Burst = o.QPS, int(o.Burst)
+	cfg.DisableCompression = !o.Compression
 	return cfg, nil
 }
