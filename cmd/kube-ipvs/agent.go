@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"time"
 
@@ -137,7 +138,9 @@ func agentOn(ctx context.Context, c config.Config, node string, dp dataplane.Dat
 	hc, syncHealth := healthChecks(v, hz, log, rec.NodePortAddrs)
 	defer hc.Close()
 	hz.Start()
+	listed := listingGC(os.Getenv)
 	waitSynced(ctx, src)
+	listed()
 	if opt.PodCIDRsFromNode {
 		if err := waitPodCIDRs(ctx, src.store, node, podCIDRsTimeout, log); err != nil {
 			return err
@@ -376,7 +379,9 @@ func healthChecks(v views, hz *health.Tracker, log *zap.Logger, nodeAddrs func()
 
 // once waits for the source's initial state, then runs one full sync.
 func once(ctx context.Context, src *input, rec *reconciler.Reconciler) error {
+	listed := listingGC(os.Getenv)
 	loadErr := src.load(ctx)
+	listed()
 	if loadErr != nil && !src.store.Synced() {
 		return loadErr
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -72,5 +73,27 @@ func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"kube-ipvs", "version"}, &out, &errb); code != 0 || out.String() != "kube-ipvs dev\n" {
 		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}
+
+// TestListingGC: the first list runs at listGCPercent and the percentage
+// before it comes back; a GOGC the operator set is left alone throughout.
+func TestListingGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
+	listed := listingGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(listGCPercent); got != listGCPercent {
+		t.Errorf("while listing GOGC is %d, want %d", got, listGCPercent)
+	}
+	listed()
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Errorf("after the list GOGC is %d, want %d back", got, gcPercent)
+	}
+	listed = listingGC(func(k string) string { return map[string]string{"GOGC": "80"}[k] })
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Errorf("with GOGC set the list changed the percentage to %d", got)
+	}
+	listed()
+	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
+		t.Errorf("with GOGC set the end of the list changed the percentage to %d", got)
 	}
 }
