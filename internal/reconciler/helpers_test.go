@@ -38,12 +38,16 @@ func service(name, ip string, proto corev1.Protocol, port int32) *corev1.Service
 type endpoint struct {
 	addr        string
 	terminating bool
+	noNode      bool // names no node (else this one, node-a)
 }
 
 func ready(addr string) endpoint       { return endpoint{addr: addr} }
 func terminating(addr string) endpoint { return endpoint{addr: addr, terminating: true} }
+func onNoNode(addr string) endpoint    { return endpoint{addr: addr, noNode: true} }
 
-// slice builds an IPv4 EndpointSlice of a Service with port "p".
+// slice builds an IPv4 EndpointSlice of a Service with port "p", its
+// endpoints on this node (node-a) unless they say otherwise, so each has
+// its hairpin member.
 func slice(svc string, proto corev1.Protocol, port int32, eps ...endpoint) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: svc + "-abc",
@@ -53,10 +57,14 @@ func slice(svc string, proto corev1.Protocol, port int32, eps ...endpoint) *disc
 	}
 	for _, e := range eps {
 		r, t := !e.terminating, e.terminating
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+		ep := discoveryv1.Endpoint{
 			Addresses:  []string{e.addr},
 			Conditions: discoveryv1.EndpointConditions{Ready: &r, Serving: ptr(true), Terminating: &t},
-		})
+		}
+		if !e.noNode {
+			ep.NodeName = ptr("node-a")
+		}
+		s.Endpoints = append(s.Endpoints, ep)
 	}
 	return s
 }

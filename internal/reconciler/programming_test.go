@@ -146,7 +146,7 @@ func TestNoLocalEndpointsAfterASync(t *testing.T) {
 	web := service("web", "10.96.0.10", corev1.ProtocolTCP, 80)
 	web.Spec.InternalTrafficPolicy = &local
 	r.store.SetService(web)
-	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.2.2"))) // on no node: never local
+	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, onNoNode("10.244.2.2"))) // never local
 	r.sync(false)
 	want := `kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"} 0
 kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="internal"} 1

@@ -23,6 +23,13 @@ type endpoint struct {
 	nodeHints   []string
 }
 
+// on tells whether the endpoint is on the named node, as kube-proxy's
+// IsLocal: an endpoint that names no node is on none, so it is never a
+// Local policy's candidate, counted by a health check, or given a hairpin
+// member (a hairpin connection has the endpoint's address as its source,
+// which only a pod on this node has).
+func (ep endpoint) on(node string) bool { return node != "" && ep.nodeName == node }
+
 // portKey matches EndpointSlice ports to Service ports: by name and protocol
 // (as kube-proxy's ServicePortName does) and by address family.
 type portKey struct {

@@ -42,7 +42,7 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 	mode := topologyNone
 	if local {
 		cands = slices.DeleteFunc(slices.Clone(eps), func(ep endpoint) bool {
-			return nodeName == "" || ep.nodeName != nodeName
+			return !ep.on(nodeName)
 		})
 	} else {
 		mode = topologyFor(eps, nodeName, zone)

@@ -49,7 +49,7 @@ func (b *builder) frontendEntries(fe frontend, p servicePort, reals []model.Real
 func (b *builder) loopBackEntries(p servicePort) {
 	for _, v6 := range []bool{false, true} {
 		for _, ep := range b.endpoints[portKey{name: p.name, proto: p.proto, v6: v6}] {
-			if ep.nodeName == "" || ep.nodeName == b.cfg.NodeName {
+			if ep.on(b.cfg.NodeName) {
 				b.entry(shim.LoopBackEntry(p.proto, ep.addr))
 			}
 		}
@@ -67,7 +67,7 @@ func (b *builder) healthCheck() *HealthCheck {
 	local := map[netip.Addr]bool{}
 	for _, eps := range b.endpoints {
 		for _, ep := range eps {
-			if ep.ready && b.cfg.NodeName != "" && ep.nodeName == b.cfg.NodeName {
+			if ep.ready && ep.on(b.cfg.NodeName) {
 				local[ep.addr.Addr()] = true
 			}
 		}

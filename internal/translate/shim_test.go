@@ -45,6 +45,12 @@ KUBE-IPVS-VIPS 10.96.0.10
 `,
 		},
 		{
+			name:   "an endpoint that names no node is not local: no hairpin member (kube-proxy's IsLocal)",
+			svc:    service(),
+			slices: httpSlice(ep("10.244.1.5")),
+			want:   "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80\nKUBE-IPVS-VIPS 10.96.0.10\n",
+		},
+		{
 			name: "no endpoints: rejected",
 			svc:  service(),
 			want: "KUBE-IPVS-CLUSTER-IP 10.96.0.10,tcp:80\nKUBE-IPVS-FRONTENDS 10.96.0.10,tcp:80\nKUBE-IPVS-NO-ENDPOINTS 10.96.0.10,tcp:80\nKUBE-IPVS-VIPS 10.96.0.10\n",
@@ -97,7 +103,7 @@ KUBE-IPVS6-NO-ENDPOINTS fd00:1::10,tcp:30080
 				s.Spec.Ports[0].Protocol = corev1.ProtocolUDP
 			}),
 			slices: []*discoveryv1.EndpointSlice{slice("web-1", discoveryv1.AddressTypeIPv4,
-				[]discoveryv1.EndpointPort{sport("http", corev1.ProtocolUDP, 5353)}, ep("10.244.1.5"))},
+				[]discoveryv1.EndpointPort{sport("http", corev1.ProtocolUDP, 5353)}, ep("10.244.1.5", onNode("n1")))},
 			want: `KUBE-IPVS-CLUSTER-IP 10.96.0.10,udp:80
 KUBE-IPVS-EXTERNAL 192.0.2.20,udp:80
 KUBE-IPVS-FRONTENDS 10.96.0.10,udp:80
