@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,9 +53,15 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass) (outcome, []
 	a := newApplier(r)
 	var ops []plan.Op
 	for i, pass := range passes {
+		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
 		ops = pass()
 		a.out.planned += len(ops)
-		if n := a.applyPass(ctx, ops); n > 0 {
+		n := a.applyPass(ctx, ops)
+		if len(passes) > 1 { // a cold start: minutes at scale, shown as it goes
+			r.log.Info("applied a pass of the first sync", zap.Int("pass", i+1), zap.Int("of", len(passes)),
+				zap.Int("ops", len(ops)), zap.Duration("took", time.Since(start)))
+		}
+		if n > 0 {
 			// Stopped: the later passes are made only to be counted.
 			for _, rest := range passes[i+1:] {
 				m := len(rest())
