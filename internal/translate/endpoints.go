@@ -1,8 +1,10 @@
 package translate
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -44,8 +46,12 @@ type endpointIndex map[portKey][]endpoint
 // collectEndpoints indexes the endpoints of every slice handed to this
 // proxy. An endpoint listed in several slices (it moves between slices in
 // two steps) counts once, with its best conditions.
+//
+// The endpoints are gathered in one slice, sorted by port and address and
+// folded where equal: a Service's ten endpoints cost a slice and a small
+// map, not a map per port (a cold start translates every Service).
 func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
-	byKey := map[portKey]map[netip.AddrPort]endpoint{}
+	var all []keyedEndpoint
 	for _, s := range epSlices {
 		if s == nil || !sliceUsable(s, cfg) {
 			continue
@@ -55,25 +61,67 @@ func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpoin
 			if !ok {
 				continue
 			}
-			if byKey[key] == nil {
-				byKey[key] = map[netip.AddrPort]endpoint{}
+			if all == nil {
+				all = make([]keyedEndpoint, 0, len(s.Endpoints)*len(s.Ports))
 			}
 			for i := range s.Endpoints {
-				ep, ok := newEndpoint(&s.Endpoints[i], port, key.v6, cfg)
-				if !ok {
-					continue
-				}
-				if old, dup := byKey[key][ep.addr]; !dup || better(ep, old, cfg.NodeName) {
-					byKey[key][ep.addr] = ep
+				if ep, ok := newEndpoint(&s.Endpoints[i], port, key.v6, cfg); ok {
+					all = append(all, keyedEndpoint{key, ep})
 				}
 			}
 		}
 	}
+	// Stable: of equal copies the first listed is kept unless a later one
+	// is better.
+	slices.SortStableFunc(all, compareKeyed)
 	idx := endpointIndex{}
-	for key, m := range byKey {
-		idx[key] = sortedEndpoints(m)
+	for i := 0; i < len(all); {
+		key, eps := all[i].key, make([]endpoint, 0, runOf(all[i:]))
+		for ; i < len(all) && all[i].key == key; i++ {
+			ep := all[i].ep
+			if n := len(eps); n > 0 && eps[n-1].addr == ep.addr {
+				if better(ep, eps[n-1], cfg.NodeName) {
+					eps[n-1] = ep
+				}
+				continue
+			}
+			eps = append(eps, ep)
+		}
+		idx[key] = eps
 	}
 	return idx
+}
+
+// keyedEndpoint is an endpoint with the slice port it was listed under.
+type keyedEndpoint struct {
+	key portKey
+	ep  endpoint
+}
+
+// compareKeyed orders by port, then by address.
+func compareKeyed(a, b keyedEndpoint) int {
+	if c := strings.Compare(a.key.name, b.key.name); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.key.proto, b.key.proto); c != 0 {
+		return c
+	}
+	if a.key.v6 != b.key.v6 {
+		if a.key.v6 {
+			return 1
+		}
+		return -1
+	}
+	return a.ep.addr.Compare(b.ep.addr)
+}
+
+// runOf counts the leading endpoints of sorted that share its first's port.
+func runOf(sorted []keyedEndpoint) int {
+	n := 0
+	for n < len(sorted) && sorted[n].key == sorted[0].key {
+		n++
+	}
+	return n
 }
 
 // sliceUsable tells whether a slice carries IP endpoints meant for us.
@@ -178,15 +226,6 @@ func usability(ep endpoint) int {
 		return 1
 	}
 	return 0
-}
-
-func sortedEndpoints(m map[netip.AddrPort]endpoint) []endpoint {
-	out := make([]endpoint, 0, len(m))
-	for _, ep := range m {
-		out = append(out, ep)
-	}
-	slices.SortFunc(out, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
-	return out
 }
 
 // endpointsOf exports sorted endpoints for views (VSMeta.Endpoints).

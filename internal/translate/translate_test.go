@@ -429,6 +429,30 @@ func TestTrafficPolicies(t *testing.T) {
 			-A -t 10.96.0.10:80 -s rr
 			  -r 10.0.1.1:8080 -m -w 1
 			addr 10.96.0.10`,
+	}, {
+		name: "a ready copy of a duplicated endpoint wins over a terminating one listed first",
+		svc:  service(),
+		slices: []*discoveryv1.EndpointSlice{
+			slice("a", discoveryv1.AddressTypeIPv4, nil, ep("10.0.1.1", servingTerminating), ep("10.0.1.2")),
+			slice("b", discoveryv1.AddressTypeIPv4, nil, ep("10.0.1.1")),
+		},
+		want: `
+			-A -t 10.96.0.10:80 -s rr
+			  -r 10.0.1.1:8080 -m -w 1
+			  -r 10.0.1.2:8080 -m -w 1
+			addr 10.96.0.10`,
+	}, {
+		name: "a ready copy of a duplicated endpoint wins over a terminating one listed after",
+		svc:  service(),
+		slices: []*discoveryv1.EndpointSlice{
+			slice("a", discoveryv1.AddressTypeIPv4, nil, ep("10.0.1.1"), ep("10.0.1.2")),
+			slice("b", discoveryv1.AddressTypeIPv4, nil, ep("10.0.1.1", servingTerminating)),
+		},
+		want: `
+			-A -t 10.96.0.10:80 -s rr
+			  -r 10.0.1.1:8080 -m -w 1
+			  -r 10.0.1.2:8080 -m -w 1
+			addr 10.96.0.10`,
 	}})
 }
 
