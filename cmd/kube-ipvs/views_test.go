@@ -175,7 +175,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	}
 	rep := v.Status()
 	web, _ := rec.View().Server(model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80))
-	if len(rep.VirtualServers) != 1 || len(rep.VirtualServers[0].Reals) != 2 || len(web.Observed.Reals) != 2 || v.table().RealServers != 2 {
+	if len(rep.VirtualServers) != 1 || len(rep.VirtualServers[0].Reals) != 2 || web.Observed.Reals.Len() != 2 || v.table().RealServers != 2 {
 		t.Fatalf("after the sync the views did not follow: %+v", rep)
 	}
 }

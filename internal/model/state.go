@@ -7,28 +7,20 @@ import (
 	"strings"
 )
 
-// Service is a virtual server with its real servers, keyed by address.
+// Service is a virtual server with its real servers.
 type Service struct {
 	VirtualServer
-	Reals map[netip.AddrPort]RealServer
+	Reals Reals
 }
 
 // Clone copies the service deeply enough that the copy may be changed.
 func (s *Service) Clone() *Service {
-	return &Service{VirtualServer: s.VirtualServer, Reals: maps.Clone(s.Reals)}
+	return &Service{VirtualServer: s.VirtualServer, Reals: s.Reals.Clone()}
 }
 
 // Equal compares the virtual server and every real server.
 func (s *Service) Equal(o *Service) bool {
-	if !s.VirtualServer.Equal(o.VirtualServer) || len(s.Reals) != len(o.Reals) {
-		return false
-	}
-	for k, r := range s.Reals {
-		if or, ok := o.Reals[k]; !ok || or != r {
-			return false
-		}
-	}
-	return true
+	return s.VirtualServer.Equal(o.VirtualServer) && s.Reals.Equal(o.Reals)
 }
 
 // State is an IPVS table plus the VIPs bound on the agent's link and the
@@ -113,12 +105,9 @@ func (s State) SortedAddrs() []netip.Addr {
 	return addrs
 }
 
-// SortedReals lists a service's real servers in order.
-func (s *Service) SortedReals() []RealServer {
-	rs := slices.Collect(maps.Values(s.Reals))
-	slices.SortFunc(rs, func(a, b RealServer) int { return a.Addr.Compare(b.Addr) })
-	return rs
-}
+// SortedReals lists a service's real servers in order (the list is the
+// service's: read it, do not change it).
+func (s *Service) SortedReals() []RealServer { return s.Reals.All() }
 
 // Dump is the one text form of a state, used by fakes, tests and goldens:
 // one "-A" line per service, one "-a" line per real server below it, one

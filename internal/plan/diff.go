@@ -82,7 +82,7 @@ func diffTable(desired, observed model.State, owner Owner, emit func(Op)) {
 func diffService(want, have *model.Service, emit func(Op)) {
 	if have == nil {
 		emit(Op{Kind: AddService, VS: want.VirtualServer})
-		for _, rs := range want.Reals {
+		for _, rs := range want.Reals.All() {
 			emit(Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
 		}
 		return
@@ -90,13 +90,13 @@ func diffService(want, have *model.Service, emit func(Op)) {
 	if !want.VirtualServer.Equal(have.VirtualServer) {
 		emit(Op{Kind: UpdateService, VS: want.VirtualServer})
 	}
-	for addr, rs := range have.Reals {
-		if _, ok := want.Reals[addr]; !ok {
+	for _, rs := range have.Reals.All() {
+		if !want.Reals.Has(rs.Addr) {
 			emit(Op{Kind: DeleteReal, VS: want.VirtualServer, RS: rs})
 		}
 	}
-	for addr, rs := range want.Reals {
-		switch old, ok := have.Reals[addr]; {
+	for _, rs := range want.Reals.All() {
+		switch old, ok := have.Reals.Get(rs.Addr); {
 		case !ok:
 			emit(Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
 		case old != rs:

@@ -23,9 +23,9 @@ func rs(s string, w int) model.RealServer {
 }
 
 func svc(k model.VSKey, sched model.Scheduler, reals ...model.RealServer) *model.Service {
-	s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}, Reals: map[netip.AddrPort]model.RealServer{}}
+	s := &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: sched}}
 	for _, r := range reals {
-		s.Reals[r.Addr] = r
+		s.Reals.Set(r)
 	}
 	return s
 }
@@ -335,13 +335,12 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 		k := model.NewVSKey(model.TCP, vip, 80)
 		want := svc(k, "rr")
 		for j := range 10 {
-			want.Reals[netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080)] =
-				model.RealServer{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080), Weight: 1}
+			want.Reals.Set(model.RealServer{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080), Weight: 1})
 		}
 		desired.Services[k], desired.Addrs[vip] = want, struct{}{}
 		members := []model.SetEntry{shim.Entry(shim.Frontends, vip, model.TCP, 80), shim.Entry(shim.ClusterIP, vip, model.TCP, 80), shim.VIPEntry(vip)}
-		for rs := range want.Reals {
-			members = append(members, shim.LoopBackEntry(model.TCP, rs))
+		for _, rs := range want.Reals.All() {
+			members = append(members, shim.LoopBackEntry(model.TCP, rs.Addr))
 		}
 		for _, e := range members {
 			desired.Sets[e] = struct{}{}
@@ -351,9 +350,9 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 			if i%2 == 0 {
 				have.Scheduler = "lc"
 			}
-			for a, rs := range have.Reals {
+			for _, rs := range have.Reals.All() {
 				rs.Weight = i % 2
-				have.Reals[a] = rs
+				have.Reals.Set(rs)
 			}
 			observed.Services[k], observed.Addrs[vip] = have, struct{}{}
 			for _, e := range members[:len(members)-i%5] {

@@ -39,7 +39,7 @@ func genState(data []byte) model.State {
 		}
 		for rb := next(); rb != 0; rb >>= 2 {
 			r := rs(fuzzReals[int(rb)%len(fuzzReals)], int(rb>>1)%2)
-			v.Reals[r.Addr] = r
+			v.Reals.Set(r)
 		}
 		s.Services[k] = v
 		if next()%2 == 1 && addr != node1 {

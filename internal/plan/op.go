@@ -101,18 +101,18 @@ func (o Op) ApplyTo(s *model.State) {
 	k := o.VS.Key
 	switch o.Kind {
 	case AddService:
-		s.Services[k] = &model.Service{VirtualServer: o.VS, Reals: map[netip.AddrPort]model.RealServer{}}
+		s.Services[k] = &model.Service{VirtualServer: o.VS}
 	case UpdateService:
 		if svc, ok := s.Services[k]; ok {
 			svc.VirtualServer = o.VS
 		}
 	case AddReal, UpdateReal:
 		if svc, ok := s.Services[k]; ok {
-			svc.Reals[o.RS.Addr] = o.RS
+			svc.Reals.Set(o.RS)
 		}
 	case DeleteReal:
 		if svc, ok := s.Services[k]; ok {
-			delete(svc.Reals, o.RS.Addr)
+			svc.Reals.Delete(o.RS.Addr)
 		}
 	case DeleteService:
 		delete(s.Services, k)

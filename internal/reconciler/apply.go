@@ -262,7 +262,7 @@ func (a *applier) shareDone(op plan.Op) {
 	}
 	k := op.VS.Key
 	want, ok := a.r.desired.state.Services[k]
-	if have := a.r.observed.Services[k]; !ok || have == nil || len(have.Reals) != len(want.Reals) {
+	if have := a.r.observed.Services[k]; !ok || have == nil || have.Reals.Len() != want.Reals.Len() {
 		return
 	}
 	a.r.shareObserved(k)
@@ -299,18 +299,18 @@ func (r *Reconciler) applyToCache(op plan.Op) {
 	op.ApplyTo(&r.observed)
 }
 
-// sizeReals sizes the real servers' map of a virtual server in the cache
-// as its Service wants them, at the first one added: the rest follow in
-// the same plan, and grew from an empty map to ten at a cold start. Sized
-// at the first real server rather than at the virtual server's create, so
-// that a cold start does not hold 10,000 sized maps at once.
+// sizeReals sizes the real servers of a virtual server in the cache as
+// its Service wants them, at the first one added: the rest follow in the
+// same plan, and grew from empty to ten at a cold start. Sized at the
+// first real server rather than at the virtual server's create, so that a
+// cold start does not hold 10,000 sized lists at once.
 func (r *Reconciler) sizeReals(k model.VSKey) {
 	have, ok := r.observed.Services[k]
-	if !ok || len(have.Reals) > 0 {
+	if !ok || have.Reals.Len() > 0 {
 		return
 	}
-	if want, ok := r.desired.state.Services[k]; ok && len(want.Reals) > 1 {
-		have.Reals = make(map[netip.AddrPort]model.RealServer, len(want.Reals))
+	if want, ok := r.desired.state.Services[k]; ok && want.Reals.Len() > 1 {
+		have.Reals.Grow(want.Reals.Len())
 	}
 }
 
@@ -349,7 +349,7 @@ func (r *Reconciler) sumTableOp(op plan.Op) {
 		if !ok {
 			return
 		}
-		if old, held := svc.Reals[op.RS.Addr]; held {
+		if old, held := svc.Reals.Get(op.RS.Addr); held {
 			r.table.count(realHash(k, old), -1)
 		}
 		if op.Kind != plan.DeleteReal {
@@ -442,8 +442,8 @@ func (r *Reconciler) conntrackTodo(op plan.Op, todo *[]netip.AddrPort) {
 		*todo = append(*todo, op.RS.Addr)
 	case plan.DeleteService:
 		if svc, ok := r.observed.Services[k]; ok {
-			for addr := range svc.Reals {
-				*todo = append(*todo, addr)
+			for _, rs := range svc.Reals.All() {
+				*todo = append(*todo, rs.Addr)
 			}
 		}
 	}
@@ -479,7 +479,7 @@ func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
 		if k.Proto != model.UDP {
 			continue
 		}
-		if real, ok := svc.Reals[rs]; ok && real.Weight > 0 {
+		if real, ok := svc.Reals.Get(rs); ok && real.Weight > 0 {
 			return true
 		}
 	}

@@ -60,7 +60,7 @@ func realHash(k model.VSKey, rs model.RealServer) uint64 {
 // countService counts a virtual server and its real servers.
 func (d *digest) countService(svc *model.Service, sign int) {
 	d.count(vsHash(svc.VirtualServer), sign)
-	for _, rs := range svc.Reals {
+	for _, rs := range svc.Reals.All() {
 		d.count(realHash(svc.Key, rs), sign)
 	}
 }

@@ -32,8 +32,9 @@ func drain(in drainInput) (draining int) {
 			continue
 		}
 		kept := false
-		for addr, rs := range have.Reals {
-			if _, stays := want.Reals[addr]; stays {
+		for _, rs := range have.Reals.All() {
+			addr := rs.Addr
+			if want.Reals.Has(addr) {
 				delete(in.since, dataplane.RealRef{VS: k, RS: addr})
 				continue
 			}
@@ -45,7 +46,7 @@ func drain(in drainInput) (draining int) {
 				in.desired.Services[k] = want
 				kept = true
 			}
-			want.Reals[addr] = model.RealServer{Addr: addr, Weight: 0, Forward: rs.Forward}
+			want.Reals.Set(model.RealServer{Addr: addr, Weight: 0, Forward: rs.Forward})
 			draining++
 		}
 	}

@@ -317,8 +317,8 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 	}
 	if inCache {
 		r.table.countService(cached, -1)
-		for a := range cached.Reals {
-			delete(r.conns, dataplane.RealRef{VS: k, RS: a})
+		for _, rs := range cached.Reals.All() {
+			delete(r.conns, dataplane.RealRef{VS: k, RS: rs.Addr})
 		}
 	}
 	if !inKernel {
@@ -327,8 +327,8 @@ func (r *Reconciler) adopt(k model.VSKey, obs dataplane.Observation) bool {
 	}
 	r.table.countService(have, 1)
 	r.observed.Services[k] = have
-	for a := range have.Reals {
-		ref := dataplane.RealRef{VS: k, RS: a}
+	for _, rs := range have.Reals.All() {
+		ref := dataplane.RealRef{VS: k, RS: rs.Addr}
 		r.conns[ref] = obs.Conns[ref]
 	}
 	return true

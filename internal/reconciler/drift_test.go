@@ -376,7 +376,7 @@ func TestFoldTrustsUntouchedDigests(t *testing.T) {
 	r.sync(false)
 	rd := readBesideChange(t, r)
 	dns := rd.obs.State.Services[dnsKey].Clone()
-	clear(dns.Reals)
+	dns.Reals = model.Reals{}
 	rd.obs.State.Services[dnsKey] = dns
 	delete(rd.obs.State.Sets, shim.Entry(shim.Frontends, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
 	r.rec.drift.hand(rd)

@@ -225,12 +225,12 @@ func mustState(t testing.TB, dump string) model.State {
 		switch {
 		case f[0] == "-A":
 			k := parseKey(t, f[1], f[2])
-			s.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: model.Scheduler(f[4])}, Reals: map[netip.AddrPort]model.RealServer{}}
+			s.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: model.Scheduler(f[4])}}
 		case f[0] == "-a":
 			k := parseKey(t, f[1], f[2])
 			w, _ := strconv.Atoi(f[7])
 			rs := model.RealServer{Addr: netip.MustParseAddrPort(f[4]), Weight: w}
-			s.Services[k].Reals[rs.Addr] = rs
+			s.Services[k].Reals.Set(rs)
 		case f[0] == "addr":
 			s.Addrs[netip.MustParseAddr(f[1])] = struct{}{}
 		}

@@ -412,8 +412,8 @@ func hasDeparted(want, have *model.Service) bool {
 	if have == nil {
 		return false
 	}
-	for addr := range have.Reals {
-		if _, ok := want.Reals[addr]; !ok {
+	for _, rs := range have.Reals.All() {
+		if !want.Reals.Has(rs.Addr) {
 			return true
 		}
 	}

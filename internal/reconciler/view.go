@@ -120,7 +120,7 @@ func (v *View) Table() metrics.Table {
 	for _, s := range v.servers.all() {
 		if s.Desired != nil && s.Observed != nil {
 			t.VirtualServers++
-			t.RealServers += len(s.Observed.Reals)
+			t.RealServers += s.Observed.Reals.Len()
 		}
 	}
 	return t

@@ -54,7 +54,7 @@ func liveDump(r *Reconciler) string {
 	for k, want := range r.desired.state.Services {
 		if have, ok := r.observed.Services[k]; ok && want != nil {
 			t.VirtualServers++
-			t.RealServers += len(have.Reals)
+			t.RealServers += have.Reals.Len()
 		}
 	}
 	t.BoundVIPs, t.Draining, t.Invalid = len(r.observed.Addrs), len(r.drains), len(r.metrics.invalid)
@@ -220,7 +220,7 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 	r.fake.FailNext("AddReal", fmt.Errorf("boom"))
 	_, _ = r.rec.Sync(context.Background(), false)
 	want, have := r.rec.desired.state.Services[web], r.rec.observed.Services[web]
-	if want == have || len(want.Reals) != 3 || len(have.Reals) != 2 {
+	if want == have || want.Reals.Len() != 3 || have.Reals.Len() != 2 {
 		t.Fatalf("after a failed add: want %v, have %v", want.SortedReals(), have.SortedReals())
 	}
 	if n, all := shared(), len(r.rec.desired.state.Services); n != all-1 {

@@ -126,7 +126,7 @@ func (f fuzzSpec) check(t *testing.T) (valid bool, reals int) {
 	checkTranslation(t, svc, fuzzNode, res)
 	checkPlan(t, res)
 	for _, s := range res.Services {
-		reals += len(s.Reals)
+		reals += s.Reals.Len()
 	}
 	return true, reals
 }
@@ -168,9 +168,9 @@ func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res 
 		if unusable(a) {
 			t.Fatalf("frontend %s has an address no traffic can use", s.Key)
 		}
-		for rs := range s.Reals {
-			if unusable(rs.Addr()) || rs.Port() == 0 {
-				t.Fatalf("real server %s of %s has an address no traffic can use", rs, s.Key)
+		for _, rs := range s.Reals.All() {
+			if unusable(rs.Addr.Addr()) || rs.Addr.Port() == 0 {
+				t.Fatalf("real server %s of %s has an address no traffic can use", rs.Addr, s.Key)
 			}
 		}
 	}
@@ -240,7 +240,7 @@ func checkPlan(t *testing.T, res translate.Result) {
 		desired.Sets[e] = struct{}{}
 	}
 	for _, k := range fuzzForeign {
-		observed.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: "wlc"}, Reals: map[netip.AddrPort]model.RealServer{}}
+		observed.Services[k] = &model.Service{VirtualServer: model.VirtualServer{Key: k, Scheduler: "wlc"}}
 	}
 	owner := plan.NewOwner(observed, nil, plan.OwnerPolicy{NodePortRange: fuzzNodePorts,
 		Exclude: []netip.Prefix{fuzzExclude}, Families: model.Families{IPv4: true, IPv6: true}})

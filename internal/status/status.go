@@ -122,8 +122,8 @@ func reals(want, have *model.Service) []netip.AddrPort {
 	addrs := map[netip.AddrPort]struct{}{}
 	for _, side := range []*model.Service{want, have} {
 		if side != nil {
-			for a := range side.Reals {
-				addrs[a] = struct{}{}
+			for _, rs := range side.Reals.All() {
+				addrs[rs.Addr] = struct{}{}
 			}
 		}
 	}
@@ -133,7 +133,7 @@ func reals(want, have *model.Service) []netip.AddrPort {
 func real(k model.VSKey, addr netip.AddrPort, s *reconciler.Server, v *reconciler.View) Real {
 	r := Real{Addr: addr, Weight: -1, State: Unknown}
 	if s.Observed != nil {
-		if rs, ok := s.Observed.Reals[addr]; ok {
+		if rs, ok := s.Observed.Reals.Get(addr); ok {
 			r.Weight = rs.Weight
 		}
 	}

@@ -47,7 +47,7 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 	} else {
 		mode = topologyFor(eps, nodeName, zone)
 	}
-	var out []model.RealServer
+	out := make([]model.RealServer, 0, len(cands)) // each candidate once at most
 	add := func(ep endpoint, w int) {
 		out = append(out, model.RealServer{Addr: ep.addr, Weight: w, Forward: model.Masq})
 	}
@@ -65,14 +65,14 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 				add(ep, 1)
 			}
 		}
-		return out
+		return slices.Clip(out)
 	}
 	for _, ep := range cands {
 		if !ep.ready && ep.serving && ep.terminating && mode.admits(ep, nodeName, zone) {
 			add(ep, 0)
 		}
 	}
-	return out
+	return slices.Clip(out)
 }
 
 // topologyFor decides, as kube-proxy's topologyModeFromHints does, whether

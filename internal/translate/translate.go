@@ -328,10 +328,7 @@ func (b *builder) newService(key model.VSKey, rs []model.RealServer) *model.Serv
 			Flags:     b.opts.flags,
 			Timeout:   b.opts.timeout,
 		},
-		Reals: make(map[netip.AddrPort]model.RealServer, len(rs)),
-	}
-	for _, r := range rs {
-		s.Reals[r.Addr] = r
+		Reals: model.RealsOf(slices.Clone(rs)), // rs is every frontend's of the port
 	}
 	return s
 }

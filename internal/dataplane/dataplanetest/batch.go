@@ -136,7 +136,7 @@ func testBatchManyWindows(t *testing.T, dp dataplane.Dataplane) {
 			addrs = append(addrs, step{addrChange(dataplane.ChangeAddAddr, vip), nil})
 			members = append(members, step{setChange(dataplane.ChangeAddSetEntry, m), nil})
 		}
-		want.Services[k].Reals[rs.Addr] = rs
+		want.Services[k].Reals.Set(rs)
 		want.Addrs[vip] = struct{}{}
 		want.Sets[m] = struct{}{}
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,9 +166,6 @@ func wantState(t *testing.T, obs dataplane.Observation, want model.State) {
 func stateOf(addrs []netip.Addr, svcs ...*model.Service) model.State {
 	s := model.NewState()
 	for _, svc := range svcs {
-		if svc.Reals == nil {
-			svc.Reals = map[netip.AddrPort]model.RealServer{}
-		}
 		s.Services[svc.Key] = svc
 	}
 	for _, a := range addrs {
@@ -177,11 +175,7 @@ func stateOf(addrs []netip.Addr, svcs ...*model.Service) model.State {
 }
 
 func svcOf(vs model.VirtualServer, reals ...model.RealServer) *model.Service {
-	s := &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
-	for _, r := range reals {
-		s.Reals[r.Addr] = r
-	}
-	return s
+	return &model.Service{VirtualServer: vs, Reals: model.RealsOf(slices.Clone(reals))}
 }
 
 // testObserveEverything: one Observe shows every part's state: services
@@ -232,7 +226,7 @@ func testScanIsObserve(t *testing.T, dp dataplane.Dataplane) {
 			if _, dup := got.Services[vs.Key]; dup {
 				t.Errorf("scan: %s handed twice", vs.Key)
 			}
-			got.Services[vs.Key] = &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
+			got.Services[vs.Key] = &model.Service{VirtualServer: vs}
 		},
 		Real: func(k model.VSKey, rs model.RealServer) {
 			svc, ok := got.Services[k]
@@ -240,7 +234,7 @@ func testScanIsObserve(t *testing.T, dp dataplane.Dataplane) {
 				t.Errorf("scan: real server %s of %s before its virtual server", rs.Addr, k)
 				return
 			}
-			svc.Reals[rs.Addr] = rs
+			svc.Reals.Set(rs)
 		},
 		Addr:   func(a netip.Addr) { got.Addrs[a] = struct{}{} },
 		Member: func(e model.SetEntry) { got.Sets[e] = struct{}{} },

@@ -54,9 +54,9 @@ func testServiceRoundTrip(t *testing.T, dp dataplane.Dataplane) {
 			if !ok {
 				t.Fatalf("added %s, observed:\n%s", c.vs, describe(obs.State))
 			}
-			if !got.VirtualServer.Equal(c.vs) || len(got.Reals) != 0 {
+			if !got.VirtualServer.Equal(c.vs) || got.Reals.Len() != 0 {
 				t.Fatalf("added %s (flags %#x), observed %s (flags %#x, %d reals)",
-					c.vs, uint32(c.vs.Flags), got.VirtualServer, uint32(got.Flags), len(got.Reals))
+					c.vs, uint32(c.vs.Flags), got.VirtualServer, uint32(got.Flags), got.Reals.Len())
 			}
 			// The kernel sets its hashed flag on every listed service; a
 			// dump that lacks it did not come from (a faithful) kernel.

@@ -23,9 +23,6 @@ func (f *Fake) Load(s model.State) {
 	f.services = c.Services
 	for _, svc := range f.services {
 		svc.Flags &^= model.FlagHashed
-		if svc.Reals == nil {
-			svc.Reals = map[netip.AddrPort]model.RealServer{}
-		}
 	}
 	f.addrs = c.Addrs
 	if len(f.addrs) > 0 {

@@ -131,8 +131,8 @@ func (f *Fake) Observe(ctx context.Context) (dataplane.Observation, error) {
 		c := svc.Clone()
 		c.Flags |= model.FlagHashed
 		obs.State.Services[k] = c
-		for a := range svc.Reals {
-			ref := dataplane.RealRef{VS: k, RS: a}
+		for _, rs := range svc.Reals.All() {
+			ref := dataplane.RealRef{VS: k, RS: rs.Addr}
 			obs.Conns[ref] = f.conns[ref]
 		}
 	}
@@ -159,7 +159,7 @@ func (f *Fake) Scan(ctx context.Context, v dataplane.Visitor) error {
 			vs.Flags |= model.FlagHashed
 			v.Service(vs)
 		}
-		for _, rs := range svc.Reals {
+		for _, rs := range svc.Reals.All() {
 			if v.Real != nil {
 				v.Real(k, rs)
 			}

@@ -119,7 +119,7 @@ func TestObserveErrAndDeepCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Changing the observation must not change the kernel.
-	delete(obs.State.Services[key].Reals, rsA)
+	obs.State.Services[key].Reals.Delete(rsA)
 	obs.State.Services[key].Scheduler = "wrr"
 	obs.State.Addrs[netip.MustParseAddr("10.0.0.1")] = struct{}{}
 	if got := f.Dump(); got != seededDump {

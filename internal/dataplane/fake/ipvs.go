@@ -30,9 +30,9 @@ func (f *Fake) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]mo
 	if !ok {
 		return nil, fmt.Errorf("read connections of %s: %w", vs, dataplane.ErrNotExist)
 	}
-	out := make(map[netip.AddrPort]model.Conns, len(svc.Reals))
-	for a := range svc.Reals {
-		out[a] = f.conns[dataplane.RealRef{VS: vs, RS: a}]
+	out := make(map[netip.AddrPort]model.Conns, svc.Reals.Len())
+	for _, rs := range svc.Reals.All() {
+		out[rs.Addr] = f.conns[dataplane.RealRef{VS: vs, RS: rs.Addr}]
 	}
 	return out, nil
 }
@@ -71,7 +71,7 @@ func (f *Fake) AddService(ctx context.Context, vs model.VirtualServer) error {
 		return fmt.Errorf("add virtual server %s: %w", vs.Key, err)
 	}
 	vs.Flags &^= model.FlagHashed
-	f.services[vs.Key] = &model.Service{VirtualServer: vs, Reals: map[netip.AddrPort]model.RealServer{}}
+	f.services[vs.Key] = &model.Service{VirtualServer: vs}
 	return nil
 }
 
@@ -105,8 +105,8 @@ func (f *Fake) DeleteService(ctx context.Context, key model.VSKey) error {
 	if !ok {
 		return fmt.Errorf("delete virtual server %s: %w", key, dataplane.ErrNotExist)
 	}
-	for a := range svc.Reals {
-		delete(f.conns, dataplane.RealRef{VS: key, RS: a})
+	for _, rs := range svc.Reals.All() {
+		delete(f.conns, dataplane.RealRef{VS: key, RS: rs.Addr})
 	}
 	delete(f.services, key)
 	return nil
@@ -135,13 +135,13 @@ func (f *Fake) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer)
 	if !ok {
 		return fmt.Errorf("add real server %s to %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
 	}
-	if _, ok := svc.Reals[rs.Addr]; ok {
+	if svc.Reals.Has(rs.Addr) {
 		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, dataplane.ErrExist)
 	}
 	if err := checkReal(rs); err != nil {
 		return fmt.Errorf("add real server %s to %s: %w", rs.Addr, vs, err)
 	}
-	svc.Reals[rs.Addr] = rs
+	svc.Reals.Set(rs)
 	return nil
 }
 
@@ -156,13 +156,13 @@ func (f *Fake) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServ
 	if !ok {
 		return fmt.Errorf("update real server %s of %s: virtual server %w", rs.Addr, vs, dataplane.ErrNotExist)
 	}
-	if _, ok := svc.Reals[rs.Addr]; !ok {
+	if !svc.Reals.Has(rs.Addr) {
 		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, dataplane.ErrNotExist)
 	}
 	if err := checkReal(rs); err != nil {
 		return fmt.Errorf("update real server %s of %s: %w", rs.Addr, vs, err)
 	}
-	svc.Reals[rs.Addr] = rs
+	svc.Reals.Set(rs)
 	return nil
 }
 
@@ -178,10 +178,10 @@ func (f *Fake) DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort
 	if !ok {
 		return fmt.Errorf("delete real server %s of %s: virtual server %w", rs, vs, dataplane.ErrNotExist)
 	}
-	if _, ok := svc.Reals[rs]; !ok {
+	if !svc.Reals.Has(rs) {
 		return fmt.Errorf("delete real server %s of %s: %w", rs, vs, dataplane.ErrNotExist)
 	}
-	delete(svc.Reals, rs)
+	svc.Reals.Delete(rs)
 	delete(f.conns, ref)
 	return nil
 }

@@ -144,12 +144,12 @@ func dumpIPVS(h *ipvs.Handle, obs *dataplane.Observation) error {
 			obs.Conns = make(map[dataplane.RealRef]model.Conns, reals)
 		}
 	}, func(vs model.VirtualServer, reals []realRead) {
-		svc := &model.Service{VirtualServer: vs, Reals: make(map[netip.AddrPort]model.RealServer, len(reals))}
-		for _, r := range reals {
-			svc.Reals[r.rs.Addr] = r.rs
+		rs := make([]model.RealServer, len(reals))
+		for i, r := range reals {
+			rs[i] = r.rs
 			obs.Conns[dataplane.RealRef{VS: vs.Key, RS: r.rs.Addr}] = r.c
 		}
-		obs.State.Services[vs.Key] = svc
+		obs.State.Services[vs.Key] = &model.Service{VirtualServer: vs, Reals: model.RealsOf(rs)}
 	})
 }
 

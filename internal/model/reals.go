@@ -1,0 +1,86 @@
+package model
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Reals are a virtual server's real servers, sorted by address, each
+// address once. A sorted slice, not a map: a Service has a handful of
+// real servers and the agent holds every Service twice (desired and
+// observed), so at 10,000 Services the maps' buckets were megabytes and a
+// cold start's allocations (issue 12); diffs walk two sorted lists.
+// The zero value is empty and ready to use.
+type Reals struct{ list []RealServer }
+
+// RealsOf holds rs, sorted; of two with one address the later is kept.
+// It takes rs over (sorts it in place and keeps it): the caller gives it up.
+func RealsOf(rs []RealServer) Reals {
+	list := rs
+	slices.SortStableFunc(list, compareReal)
+	out := list[:0]
+	for _, r := range list {
+		if n := len(out); n > 0 && out[n-1].Addr == r.Addr {
+			out[n-1] = r
+			continue
+		}
+		out = append(out, r)
+	}
+	return Reals{list: out}
+}
+
+func compareReal(a, b RealServer) int { return a.Addr.Compare(b.Addr) }
+
+// Len is how many real servers there are.
+func (r Reals) Len() int { return len(r.list) }
+
+// All lists the real servers in address order. The slice is the holder's:
+// read it, do not change it.
+func (r Reals) All() []RealServer { return r.list }
+
+// find is where addr is, or would go.
+func (r Reals) find(addr netip.AddrPort) (int, bool) {
+	return slices.BinarySearchFunc(r.list, addr, func(rs RealServer, a netip.AddrPort) int { return rs.Addr.Compare(a) })
+}
+
+// Get returns the real server at addr.
+func (r Reals) Get(addr netip.AddrPort) (RealServer, bool) {
+	if i, ok := r.find(addr); ok {
+		return r.list[i], true
+	}
+	return RealServer{}, false
+}
+
+// Has tells whether a real server is at addr.
+func (r Reals) Has(addr netip.AddrPort) bool {
+	_, ok := r.find(addr)
+	return ok
+}
+
+// Set adds rs, or replaces the real server at its address.
+func (r *Reals) Set(rs RealServer) {
+	i, ok := r.find(rs.Addr)
+	if ok {
+		r.list[i] = rs
+		return
+	}
+	r.list = slices.Insert(r.list, i, rs)
+}
+
+// Delete removes the real server at addr; it tells whether there was one.
+func (r *Reals) Delete(addr netip.AddrPort) bool {
+	i, ok := r.find(addr)
+	if ok {
+		r.list = slices.Delete(r.list, i, i+1)
+	}
+	return ok
+}
+
+// Grow makes room for n more without another allocation.
+func (r *Reals) Grow(n int) { r.list = slices.Grow(r.list, n) }
+
+// Clone copies the list, so that either may be changed.
+func (r Reals) Clone() Reals { return Reals{list: slices.Clone(r.list)} }
+
+// Equal compares address by address.
+func (r Reals) Equal(o Reals) bool { return slices.Equal(r.list, o.list) }

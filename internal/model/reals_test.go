@@ -1,0 +1,65 @@
+package model
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+func realAt(addr string, w int) RealServer {
+	return RealServer{Addr: netip.MustParseAddrPort(addr), Weight: w}
+}
+
+func addrsOf(r Reals) []string {
+	var out []string
+	for _, rs := range r.All() {
+		out = append(out, rs.String())
+	}
+	return out
+}
+
+func TestRealsStaySortedAndUnique(t *testing.T) {
+	var r Reals // the zero value is ready
+	for _, a := range []string{"10.0.0.3:80", "10.0.0.1:80", "[fd00::1]:80", "10.0.0.2:80", "10.0.0.1:79"} {
+		r.Set(realAt(a, 1))
+	}
+	r.Set(realAt("10.0.0.2:80", 0)) // replaces, does not add
+	want := []string{"-r 10.0.0.1:79 -m -w 1", "-r 10.0.0.1:80 -m -w 1", "-r 10.0.0.2:80 -m -w 0", "-r 10.0.0.3:80 -m -w 1", "-r [fd00::1]:80 -m -w 1"}
+	if got := addrsOf(r); !slices.Equal(got, want) {
+		t.Fatalf("after sets:\n got %q\nwant %q", got, want)
+	}
+	if got, ok := r.Get(netip.MustParseAddrPort("10.0.0.2:80")); !ok || got.Weight != 0 {
+		t.Fatalf("Get 10.0.0.2:80 = %v, %v", got, ok)
+	}
+	if r.Has(netip.MustParseAddrPort("10.0.0.4:80")) {
+		t.Fatal("Has an address never set")
+	}
+	if !r.Delete(netip.MustParseAddrPort("10.0.0.1:80")) || r.Delete(netip.MustParseAddrPort("10.0.0.1:80")) {
+		t.Fatal("Delete must tell whether there was one, once")
+	}
+	if r.Len() != 4 || r.Has(netip.MustParseAddrPort("10.0.0.1:80")) {
+		t.Fatalf("after delete: %q", addrsOf(r))
+	}
+}
+
+func TestRealsOfSortsAndKeepsTheLaterCopy(t *testing.T) {
+	r := RealsOf([]RealServer{realAt("10.0.0.2:80", 1), realAt("10.0.0.1:80", 1), realAt("10.0.0.2:80", 5)})
+	want := []string{"-r 10.0.0.1:80 -m -w 1", "-r 10.0.0.2:80 -m -w 5"}
+	if got := addrsOf(r); !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestRealsCloneIsIndependent(t *testing.T) {
+	a := RealsOf([]RealServer{realAt("10.0.0.1:80", 1), realAt("10.0.0.3:80", 1)})
+	a.Grow(4) // room to insert in place: a shared array would show it
+	b := a.Clone()
+	b.Set(realAt("10.0.0.2:80", 1))
+	b.Set(realAt("10.0.0.1:80", 7))
+	if got := addrsOf(a); !slices.Equal(got, []string{"-r 10.0.0.1:80 -m -w 1", "-r 10.0.0.3:80 -m -w 1"}) {
+		t.Fatalf("the original changed with its clone: %q", got)
+	}
+	if a.Equal(b) || !a.Equal(a.Clone()) {
+		t.Fatal("Equal must compare every real server")
+	}
+}
