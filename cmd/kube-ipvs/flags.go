@@ -64,6 +64,7 @@ func clientFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.Float32Var(&c.Client.QPS, "kube-api-qps", c.Client.QPS, "queries per second to the API server")
 	fs.Int32Var(&c.Client.Burst, "kube-api-burst", c.Client.Burst, "burst of queries to the API server")
 	fs.BoolVar(&c.Client.Compression, "kube-api-compression", c.Client.Compression, "ask the API server to gzip its responses (off: a start's lists are not inflated; on: less traffic on a slow link)")
+	fs.BoolVar(&c.Client.HTTP2, "kube-api-http2", c.Client.HTTP2, "talk HTTP/2 to the API server, one connection for all watches (off: HTTP/1.1, a connection per watch, without HTTP/2's flow control, which costs a write per 4 KB read)")
 }
 
 // ipvsFlags are kube-proxy's --ipvs-* flags; today's shorter names stay

@@ -44,7 +44,7 @@ func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 	client, err := source.NewClient(source.ClientOptions{
 		Kubeconfig: c.Kubeconfig, Master: c.Master, QPS: c.Client.QPS, Burst: c.Client.Burst,
 		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
-		Compression: c.Client.Compression,
+		Compression: c.Client.Compression, HTTP2: c.Client.HTTP2,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -86,6 +86,9 @@ type ClientConnection struct {
 	// Compression asks for gzipped responses (--kube-api-compression; off
 	// by default, see source.ClientOptions).
 	Compression bool
+	// HTTP2 talks HTTP/2, not HTTP/1.1 (--kube-api-http2; off by
+	// default, see source.ClientOptions).
+	HTTP2 bool
 }
 
 // Conntrack holds the nf_conntrack settings kube-proxy writes at start

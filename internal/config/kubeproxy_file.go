@@ -161,7 +161,7 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	c.Client = ClientConnection{
 		QPS: kp.ClientConnection.QPS, Burst: kp.ClientConnection.Burst,
 		ContentType: kp.ClientConnection.ContentType, AcceptContentTypes: kp.ClientConnection.AcceptContentTypes,
-		Compression: c.Client.Compression, // not in kube-proxy's file: the flag's
+		Compression: c.Client.Compression, HTTP2: c.Client.HTTP2, // not in kube-proxy's file: the flags'
 	}
 	c.HostnameOverride = kp.HostnameOverride
 	c.HealthzBindAddress, c.MetricsBindAddress = kp.HealthzBindAddress, kp.MetricsBindAddress

@@ -62,33 +62,66 @@ current-context: x
 func TestClientCompression(t *testing.T) {
 	for _, compression := range []bool{false, true} {
 		seen := make(chan string, 1)
-		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case seen <- r.Header.Get("Accept-Encoding"):
-			default:
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}`))
-		}))
-		// Over TLS, as an agent talks to its API server (client-go gives
-		// a plain-HTTP config Go's default transport, whatever it says).
-		path := filepath.Join(t.TempDir(), "kubeconfig")
-		kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + srv.URL +
-			"\", insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n" +
-			"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
-		if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c, err := NewClient(ClientOptions{Kubeconfig: path, Compression: compression, ContentType: "application/json"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
-			t.Fatalf("compression %v: list: %v", compression, err)
-		}
+		srv := httptest.NewTLSServer(listHandler(func(r *http.Request) string { return r.Header.Get("Accept-Encoding") }, seen))
+		listServices(t, ClientOptions{Kubeconfig: tlsKubeconfig(t, srv.URL), Compression: compression, ContentType: "application/json"})
 		srv.Close()
 		if got := <-seen; strings.Contains(got, "gzip") != compression {
 			t.Errorf("compression %v: the API server saw Accept-Encoding %q", compression, got)
 		}
+	}
+}
+
+func TestClientHTTP2(t *testing.T) {
+	for _, http2 := range []bool{false, true} {
+		seen := make(chan string, 1)
+		srv := httptest.NewUnstartedServer(listHandler(func(r *http.Request) string { return r.Proto }, seen))
+		srv.EnableHTTP2 = true // as the API server offers it
+		srv.StartTLS()
+		listServices(t, ClientOptions{Kubeconfig: tlsKubeconfig(t, srv.URL), HTTP2: http2, ContentType: "application/json"})
+		srv.Close()
+		want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[http2]
+		if got := <-seen; got != want {
+			t.Errorf("http2 %v: the API server saw %s, want %s", http2, got, want)
+		}
+	}
+}
+
+// listHandler answers an empty ServiceList and sends what of the first
+// request it saw.
+func listHandler(what func(*http.Request) string, seen chan<- string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case seen <- what(r):
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"ServiceList","apiVersion":"v1","metadata":{},"items":[]}`))
+	})
+}
+
+// tlsKubeconfig writes a kubeconfig for a test server over TLS, as an
+// agent talks to its API server (client-go gives a plain-HTTP config Go's
+// default transport, whatever it says).
+func tlsKubeconfig(t *testing.T, url string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + url +
+		"\", insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n" +
+		"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// listServices lists Services once with a client made from o.
+func listServices(t *testing.T, o ClientOptions) {
+	t.Helper()
+	c, err := NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("%+v: list: %v", o, err)
 	}
 }
