@@ -105,10 +105,6 @@ func (s State) SortedAddrs() []netip.Addr {
 	return addrs
 }
 
-// SortedReals lists a service's real servers in order (the list is the
-// service's: read it, do not change it).
-func (s *Service) SortedReals() []RealServer { return s.Reals.All() }
-
 // Dump is the one text form of a state, used by fakes, tests and goldens:
 // one "-A" line per service, one "-a" line per real server below it, one
 // "addr" line per bound VIP, one "set" line per ipset member, all sorted.
@@ -117,7 +113,7 @@ func (s State) Dump() string {
 	for _, k := range s.SortedKeys() {
 		svc := s.Services[k]
 		b.WriteString("-A " + svc.VirtualServer.String() + "\n")
-		for _, r := range svc.SortedReals() {
+		for _, r := range svc.Reals.All() {
 			b.WriteString("  -a " + k.String() + " " + r.String() + "\n")
 		}
 	}

@@ -66,7 +66,7 @@ func liveDump(r *Reconciler) string {
 func sides(b *strings.Builder, want, have *model.Service) {
 	for i, svc := range []*model.Service{want, have} {
 		if svc != nil {
-			fmt.Fprintf(b, "  %s %s %v\n", []string{"want", "have"}[i], svc.VirtualServer, svc.SortedReals())
+			fmt.Fprintf(b, "  %s %s %v\n", []string{"want", "have"}[i], svc.VirtualServer, svc.Reals.All())
 		}
 	}
 }
@@ -221,7 +221,7 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 	_, _ = r.rec.Sync(context.Background(), false)
 	want, have := r.rec.desired.state.Services[web], r.rec.observed.Services[web]
 	if want == have || want.Reals.Len() != 3 || have.Reals.Len() != 2 {
-		t.Fatalf("after a failed add: want %v, have %v", want.SortedReals(), have.SortedReals())
+		t.Fatalf("after a failed add: want %v, have %v", want.Reals.All(), have.Reals.All())
 	}
 	if n, all := shared(), len(r.rec.desired.state.Services); n != all-1 {
 		t.Fatalf("%d of %d virtual servers shared, want all but web", n, all)

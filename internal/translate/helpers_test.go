@@ -203,7 +203,7 @@ func render(r Result) string {
 	var b strings.Builder
 	for _, s := range r.Services {
 		b.WriteString("-A " + s.VirtualServer.String() + "\n")
-		for _, rs := range s.SortedReals() {
+		for _, rs := range s.Reals.All() {
 			b.WriteString("  " + rs.String() + "\n")
 		}
 	}
