@@ -75,19 +75,20 @@ func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpoin
 	// is better.
 	slices.SortStableFunc(all, compareKeyed)
 	idx := endpointIndex{}
-	for i := 0; i < len(all); {
-		key, eps := all[i].key, make([]endpoint, 0, runOf(all[i:]))
-		for ; i < len(all) && all[i].key == key; i++ {
-			ep := all[i].ep
-			if n := len(eps); n > 0 && eps[n-1].addr == ep.addr {
-				if better(ep, eps[n-1], cfg.NodeName) {
-					eps[n-1] = ep
+	for rest := all; len(rest) > 0; {
+		run := rest[:runOf(rest)]
+		rest = rest[len(run):]
+		eps := make([]endpoint, 0, len(run))
+		for _, ke := range run {
+			if n := len(eps); n > 0 && eps[n-1].addr == ke.ep.addr {
+				if better(ke.ep, eps[n-1], cfg.NodeName) {
+					eps[n-1] = ke.ep
 				}
 				continue
 			}
-			eps = append(eps, ep)
+			eps = append(eps, ke.ep)
 		}
-		idx[key] = eps
+		idx[run[0].key] = eps
 	}
 	return idx
 }

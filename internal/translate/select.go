@@ -65,14 +65,14 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 				add(ep, 1)
 			}
 		}
-		return slices.Clip(out)
+		return out
 	}
 	for _, ep := range cands {
 		if !ep.ready && ep.serving && ep.terminating && mode.admits(ep, nodeName, zone) {
 			add(ep, 0)
 		}
 	}
-	return slices.Clip(out)
+	return out
 }
 
 // topologyFor decides, as kube-proxy's topologyModeFromHints does, whether
