@@ -38,6 +38,9 @@ func serviceOptions(svc *corev1.Service, cfg Config) (vsOptions, error) {
 	var errs []error
 	if s, ok := svc.Annotations[AnnotationScheduler]; ok {
 		if err := model.Scheduler(s).Validate(); err != nil {
+			if len(s) > maxQuoted { // Validate quotes s whole
+				err = fmt.Errorf("unknown scheduler %s (want one of %s)", quote(s), model.SchedulerList())
+			}
 			errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationScheduler, err))
 		} else {
 			o.scheduler, o.schedulerFrom = model.Scheduler(s), SchedulerFromAnnotation
@@ -54,9 +57,9 @@ func serviceOptions(svc *corev1.Service, cfg Config) (vsOptions, error) {
 		v, err := time.ParseDuration(d)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationDrainTimeout, err))
+			errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationDrainTimeout, bounded(err, d, "a duration")))
 		case v < 0:
-			errs = append(errs, fmt.Errorf("annotation %s: must not be negative, got %s", AnnotationDrainTimeout, d))
+			errs = append(errs, fmt.Errorf("annotation %s: must not be negative, got %s", AnnotationDrainTimeout, quote(d)))
 		default:
 			o.drainTimeout = v
 		}
@@ -81,10 +84,11 @@ func affinityTimeout(svc *corev1.Service) uint32 {
 // parseSchedulerFlags reads "sh-fallback,sh-port" style lists. The kernel
 // shares the two flag bits between sh and mh, so a flag is only accepted
 // with the scheduler it names: anything else would be silently meaningless.
+// The first few bad flags are named, the rest counted (reasons).
 func parseSchedulerFlags(list string, scheduler model.Scheduler) (model.Flags, error) {
 	var flags model.Flags
-	var errs []error
-	for _, name := range strings.Split(list, ",") {
+	var errs reasons
+	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
@@ -98,14 +102,18 @@ func parseSchedulerFlags(list string, scheduler model.Scheduler) (model.Flags, e
 			bit = model.FlagSchedSH2
 		}
 		if bit == 0 || !model.Scheduler(prefix).HashFlags() {
-			errs = append(errs, fmt.Errorf("unknown flag %q (want sh-fallback, sh-port, mh-fallback or mh-port)", name))
+			if !errs.over() {
+				errs.add("unknown flag %s (want sh-fallback, sh-port, mh-fallback or mh-port)", quote(name))
+			}
 			continue
 		}
 		if model.Scheduler(prefix) != scheduler {
-			errs = append(errs, fmt.Errorf("flag %q needs scheduler %s, not %s", name, prefix, scheduler))
+			if !errs.over() {
+				errs.add("flag %s needs scheduler %s, not %s", quote(name), prefix, scheduler)
+			}
 			continue
 		}
 		flags |= bit
 	}
-	return flags, errors.Join(errs...)
+	return flags, errs.err()
 }

@@ -75,8 +75,8 @@ func sourceRanges(svc *corev1.Service) (sourceFilter, error) {
 	for i, s := range list {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
-			return sourceFilter{denyAll: true}, fmt.Errorf("source range %s %q does not parse, so the load balancer allows no client until it is fixed: %w",
-				fmt.Sprintf(field, i), s, err)
+			return sourceFilter{denyAll: true}, fmt.Errorf("source range %s %s does not parse, so the load balancer allows no client until it is fixed: %w",
+				fmt.Sprintf(field, i), quote(s), bounded(err, s, "a CIDR"))
 		}
 		i := familyIndex(p.Addr().Is6())
 		f.ranges[i] = append(f.ranges[i], p.Masked())
