@@ -86,6 +86,8 @@ type Reconciler struct {
 	// refused are the desired frontends the plan refuses, and why, so that
 	// each is reported once.
 	refused map[model.VSKey]plan.Refusal
+	// told is what each Service object was told (reports.go).
+	told map[model.ServiceName]*told
 	// made are the virtual servers this process created and has not
 	// deleted (see plan.Owner.Made).
 	made map[model.VSKey]struct{}
@@ -126,6 +128,7 @@ func New(opt Options) *Reconciler {
 		drains:  map[dataplane.RealRef]time.Time{},
 		failing: map[model.ServiceName]*failure{},
 		refused: map[model.VSKey]plan.Refusal{},
+		told:    map[model.ServiceName]*told{},
 		made:    map[model.VSKey]struct{}{},
 		metrics: syncMetrics{m: opt.Metrics},
 		drift:   newDriftMailbox(),

@@ -254,13 +254,10 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 		svc, res := translated[i].svc, translated[i].res
 		r.metrics.translated(name, res)
 		st.Services++
+		r.sayTranslation(name, svc, res)
 		if res.Err != nil {
 			delete(tried, name) // nothing of it is planned
-			r.warn(name, "InvalidService", res.Err)
-			continue // the last good translation stays in force
-		}
-		for _, w := range res.Warnings {
-			r.warn(name, "InvalidServiceField", w)
+			continue            // the last good translation stays in force
 		}
 		if res.Skipped != "" {
 			r.log.Debug("service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
@@ -270,7 +267,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			created = svc.CreationTimestamp.Time
 		}
 		for _, c := range r.desired.replace(name, res, created, scope) {
-			r.warn(c.loser, "DuplicateVirtualServer", c)
+			r.sayOnce(c.loser, "DuplicateVirtualServer", c)
 		}
 	}
 	return scope, tried
@@ -305,13 +302,16 @@ func translateAll(store *snapshot.Store, names []model.ServiceName, node *corev1
 	return out
 }
 
-// warn logs a Service's problem and reports it as an Event when possible.
+// warn logs a Service's problem and reports it as an Event when possible:
+// the one place the agent's Events are posted, with messages capped at
+// maxEventMessage.
 func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
+	msg := capMessage(err.Error())
 	// Warn, not Error: the agent is fine, a user's object is not (and the
 	// user is told through an Event).
-	r.log.Warn("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.Error(err))
+	r.log.Warn("service not applied", zap.Stringer("service", name), zap.String("reason", reason), zap.String("error", msg))
 	if r.opt.Recorder != nil {
-		r.opt.Recorder.ServiceWarning(name, reason, err.Error())
+		r.opt.Recorder.ServiceWarning(name, reason, msg)
 	}
 }
 
