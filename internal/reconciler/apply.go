@@ -296,6 +296,7 @@ func (r *Reconciler) applyToCache(op plan.Op) {
 	if op.Kind == plan.AddReal {
 		r.sizeReals(op.VS.Key)
 	}
+	r.forgetConns(op)
 	op.ApplyTo(&r.observed)
 }
 

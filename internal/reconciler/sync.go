@@ -400,8 +400,13 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 			r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
 			continue
 		}
+		have := r.observed.Services[k]
 		for rs, c := range conns {
-			r.conns[dataplane.RealRef{VS: k, RS: rs}] = c
+			// Only for real servers the cache holds, whose removal
+			// forgets them (forgetConns).
+			if have != nil && have.Reals.Has(rs) {
+				r.conns[dataplane.RealRef{VS: k, RS: rs}] = c
+			}
 		}
 	}
 }
