@@ -39,7 +39,8 @@ func parse(t *testing.T, args ...string) (agentOptions, string) {
 // where their default differs from the file's value.
 func TestFlagsOverrideTheFile(t *testing.T) {
 	o, _ := parse(t, "--config", kubeProxyFile, "--ipvs-scheduler", "wrr", "--hostname-override", "node-b",
-		"--ipvs-tcp-timeout=1h", "--masquerade-all=false", "--drain-timeout", "10s")
+		"--ipvs-tcp-timeout=1h", "--masquerade-all=false", "--drain-timeout", "10s",
+		"--max-frontends-per-service", "100")
 	c := o.Config
 	for _, check := range []struct {
 		what      string
@@ -50,6 +51,7 @@ func TestFlagsOverrideTheFile(t *testing.T) {
 		{"tcp timeout (flag)", c.TCPTimeout, time.Hour},
 		{"masquerade all (flag, back to false)", c.MasqueradeAll, false},
 		{"drain timeout (kube-ipvs only)", c.DrainTimeout, 10 * time.Second},
+		{"frontends per Service (kube-ipvs only)", c.MaxFrontendsPerService, 100},
 		{"tcpfin timeout (file)", c.TCPFinTimeout, 120 * time.Second},
 		{"sync period (file; the flag's default is 30s)", c.SyncPeriod, time.Minute},
 		{"kubeconfig (file)", c.Kubeconfig, "/var/lib/kube-proxy/kubeconfig.conf"},

@@ -42,6 +42,9 @@ type Config struct {
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
 	DrainTimeout  time.Duration
+	// MaxFrontendsPerService caps the virtual servers of one Service, so
+	// that no Service fills the shim's sets shared by all.
+	MaxFrontendsPerService int
 
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 
@@ -144,6 +147,8 @@ func Default() Config {
 			MaxPerCore: 32 * 1024, Min: 128 * 1024,
 			TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
 		},
+		MaxFrontendsPerService: translate.DefaultMaxFrontends,
+
 		LogLevel:     "info",
 		LogFormat:    "console",
 		DebugAddress: DefaultDebugAddress,
@@ -200,6 +205,9 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validatePeriods(bad)
+	if c.MaxFrontendsPerService < 1 || c.MaxFrontendsPerService > shim.MaxSetMembers {
+		bad("--max-frontends-per-service", "must be between 1 and %d (what the shared sets hold), got %d", shim.MaxSetMembers, c.MaxFrontendsPerService)
+	}
 	if err := shim.CheckPodCIDRs(c.ClusterCIDRs); err != nil {
 		bad("--cluster-cidr (clusterCIDR)", "%v", err)
 	}

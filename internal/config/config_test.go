@@ -49,6 +49,8 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"sync period", func(c *Config) { c.SyncPeriod = 0 }, "--ipvs-sync-period (ipvs.syncPeriod): must be positive"},
 		{"min sync period", func(c *Config) { c.MinSyncPeriod = time.Hour }, "--ipvs-min-sync-period (ipvs.minSyncPeriod): must be between"},
 		{"drain timeout", func(c *Config) { c.DrainTimeout = -time.Second }, "--drain-timeout: must not be negative"},
+		{"no frontends", func(c *Config) { c.MaxFrontendsPerService = 0 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 0"},
+		{"more frontends than the sets hold", func(c *Config) { c.MaxFrontendsPerService = 1<<20 + 1 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 1048577"},
 		{"tcp timeout", func(c *Config) { c.TCPTimeout = 1500 * time.Millisecond }, "--ipvs-tcp-timeout (ipvs.tcpTimeout): must be a whole number of seconds"},
 		{"families", func(c *Config) { c.IPv4, c.IPv6 = false, false }, "at least one address family"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, `--log-level: want debug, info, warn or error, got "loud"`},

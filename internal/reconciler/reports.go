@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"unicode/utf8"
@@ -111,9 +112,17 @@ func (r *Reconciler) sayTranslation(name model.ServiceName, svc *corev1.Service,
 		say("InvalidService", res.Err)
 	}
 	for _, w := range res.Warnings {
-		say("InvalidServiceField", w)
+		say(warningReason(w), w)
 	}
 	t.translation = now
+}
+
+// warningReason is the Event reason of a translation warning.
+func warningReason(w error) string {
+	if errors.Is(w, translate.ErrTooManyFrontends) {
+		return "TooManyFrontends"
+	}
+	return "InvalidServiceField"
 }
 
 // sayOnce reports a problem found outside the Service's translation once

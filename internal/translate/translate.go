@@ -28,6 +28,9 @@ type Config struct {
 	model.Families                    // the families served
 	ServiceProxyName  string
 	DrainTimeout      time.Duration // default drain timeout (--drain-timeout)
+	// MaxFrontends caps the virtual servers of one Service
+	// (--max-frontends-per-service; 0: DefaultMaxFrontends).
+	MaxFrontends int
 }
 
 // FrontendKind is what kind of address a virtual server listens on; it
@@ -180,10 +183,15 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 		vips:      map[netip.Addr]struct{}{},
 		entries:   map[model.SetEntry]struct{}{},
 	}
+	keep, capErr := cappedFrontends(svc, ports, b.nodePorts, cfg)
+	b.keep = keep
 	for _, p := range ports {
 		b.addPort(p)
 	}
 	res := b.result()
+	if capErr != nil {
+		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, capErr))
+	}
 	if sourcesErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, sourcesErr))
 	}
@@ -244,6 +252,8 @@ type builder struct {
 	meta      map[model.VSKey]VSMeta
 	vips      map[netip.Addr]struct{}
 	entries   map[model.SetEntry]struct{}
+	// keep, when not nil, are the only frontends served (cappedFrontends).
+	keep map[model.VSKey]struct{}
 	// noLocalEps collects Result.NoLocalEndpoints.
 	noLocalEps NoLocal
 }
@@ -258,6 +268,9 @@ func (b *builder) addPort(p servicePort) {
 	for _, fe := range frontends(b.svc, p, b.nodePorts, b.cfg) {
 		key := model.NewVSKey(p.proto, fe.addr, fe.port)
 		if _, dup := b.services[key]; dup {
+			continue
+		}
+		if _, kept := b.keep[key]; b.keep != nil && !kept {
 			continue
 		}
 		rk := realsKey{v6: key.IsIPv6(), local: b.localPolicy(fe.kind)}

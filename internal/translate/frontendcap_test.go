@@ -1,0 +1,112 @@
+package translate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// keysOf lists a Result's virtual servers, sorted.
+func keysOf(r Result) []string {
+	var out []string
+	for _, s := range r.Services {
+		out = append(out, s.Key.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// bigLB is a dual-stack LoadBalancer Service with two ports, two external
+// IPs and one ingress IP: 14 frontends on testNode (a primary address per
+// family).
+func bigLB() *corev1.Service {
+	return service(typeOpt(corev1.ServiceTypeLoadBalancer), clusterIPsOpt("10.96.0.10", "fd00::10"),
+		portsOpt(svcPort("http", corev1.ProtocolTCP, 80, 30080), svcPort("https", corev1.ProtocolTCP, 443, 30443)),
+		externalIPsOpt("198.51.100.1", "198.51.100.2"), ingressOpt("203.0.113.100"))
+}
+
+func TestFrontendCap(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		max     int
+		want    []string
+		dropped int
+	}{
+		{"at the cap", 14, nil, 0},
+		{"ClusterIPs, then load-balancer IPs, then NodePorts, address by address", 7, []string{
+			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 192.168.1.10:30080", "-t 203.0.113.100:443", "-t 203.0.113.100:80",
+			"-t [fd00::10]:443", "-t [fd00::10]:80",
+		}, 7},
+		{"external IPs last", 12, []string{
+			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 192.168.1.10:30080", "-t 192.168.1.10:30443",
+			"-t 198.51.100.1:443", "-t 198.51.100.1:80",
+			"-t 203.0.113.100:443", "-t 203.0.113.100:80", "-t [fd00:1::10]:30080", "-t [fd00:1::10]:30443",
+			"-t [fd00::10]:443", "-t [fd00::10]:80",
+		}, 2},
+		{"one", 1, []string{"-t 10.96.0.10:80"}, 13},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.MaxFrontends = tc.max
+			res := Service(bigLB(), nil, testNode(), cfg)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			var capped []error
+			for _, w := range res.Warnings {
+				if errors.Is(w, ErrTooManyFrontends) {
+					capped = append(capped, w)
+				}
+			}
+			if tc.dropped == 0 {
+				if len(res.Services) != 14 || len(capped) != 0 {
+					t.Fatalf("%d virtual servers, warnings %v: want all 14, no warning", len(res.Services), res.Warnings)
+				}
+				return
+			}
+			if got := keysOf(res); !slices.Equal(got, tc.want) {
+				t.Errorf("served\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if len(capped) != 1 || !strings.Contains(capped[0].Error(), fmt.Sprintf("%d of its frontends are not served, the cap is %d", tc.dropped, tc.max)) {
+				t.Errorf("warnings %v, want one saying %d are not served", res.Warnings, tc.dropped)
+			}
+			for _, a := range res.Addrs {
+				if !slices.ContainsFunc(res.Services, func(s *model.Service) bool { return s.Key.Addr == a }) {
+					t.Errorf("VIP %s bound without a virtual server", a)
+				}
+			}
+		})
+	}
+}
+
+// With no cap configured, a Service of 1,024 external IPs on 16 ports
+// (16,400 frontends) gets DefaultMaxFrontends of them, its ClusterIPs
+// among them.
+func TestFrontendCapDefault(t *testing.T) {
+	var ips []string
+	for i := range 1024 {
+		ips = append(ips, fmt.Sprintf("198.51.%d.%d", 100+i/256, i%256))
+	}
+	var ports []corev1.ServicePort
+	for i := range 16 {
+		ports = append(ports, svcPort(fmt.Sprintf("p%d", i), corev1.ProtocolTCP, int32(8000+i), 0))
+	}
+	res := Service(service(externalIPsOpt(ips...), portsOpt(ports...)), nil, testNode(), testConfig())
+	if n := len(res.Services); n != DefaultMaxFrontends {
+		t.Fatalf("%d virtual servers, want %d", n, DefaultMaxFrontends)
+	}
+	for _, p := range ports {
+		if !slices.Contains(keysOf(res), fmt.Sprintf("-t 10.96.0.10:%d", p.Port)) {
+			t.Errorf("ClusterIP port %d not served", p.Port)
+		}
+	}
+	if len(res.Warnings) != 1 || !errors.Is(res.Warnings[0], ErrTooManyFrontends) {
+		t.Errorf("warnings %v, want the cap's", res.Warnings)
+	}
+}
