@@ -42,7 +42,7 @@ addr 198.51.100.1
 addr 198.51.100.2
 `)
 	if len(r.warn.warnings) != 1 || !strings.HasPrefix(r.warn.warnings[0], "default/big TooManyFrontends: ") ||
-		!strings.Contains(r.warn.warnings[0], "2 of its frontends are not served, the cap is 3") {
+		!strings.Contains(r.warn.warnings[0], "3 of its 5 frontends are served") {
 		t.Fatalf("warnings %q, want one TooManyFrontends on default/big", r.warn.warnings)
 	}
 }

@@ -53,49 +53,89 @@ func kindRank(k FrontendKind) int {
 }
 
 // cappedFrontends returns nil when the Service's frontends fit the cap.
-// Otherwise it returns the keys of those served and a warning: the
-// frontends in kindRank order, within a kind address by address in the
-// order the Service (or the node, for NodePorts) lists them, each address
-// on the Service's ports in their order; the first max distinct keys are
-// kept. The order depends on the objects alone, so every node and every
-// translation keeps the same ones.
-func cappedFrontends(svc *corev1.Service, ports []servicePort, nodeAddrs []netip.Addr, cfg Config) (map[model.VSKey]struct{}, error) {
+// Otherwise it returns, for each of ports, the frontends served, and a
+// warning. The frontends are taken in kindRank order, within a kind
+// address by address in the order the Service (or the node, for
+// NodePorts) lists them, each address on the Service's ports in their
+// order, until limit distinct ones are kept. The order depends on the
+// objects alone, so every node and every translation keeps the same
+// ones. The work is the addresses' and the kept frontends', not all the
+// Service asks for: a Service of a million frontends costs about what
+// one at the cap does.
+func cappedFrontends(svc *corev1.Service, ports []servicePort, nodeAddrs []netip.Addr, cfg Config) ([][]frontend, error) {
 	limit := cfg.maxFrontends()
 	if countFrontends(svc, ports, nodeAddrs) <= limit {
 		return nil, nil
 	}
-	type ranked struct {
-		rank, addr, port int
-		key              model.VSKey
+	// One pass of frontends lists each kind's addresses once, filtered
+	// as for every port, in its order (which decides the kind of a key
+	// two kinds share).
+	listed := frontends(svc, servicePort{port: 1, nodePort: 1}, nodeAddrs, cfg)
+	byRank := [4][]int{}
+	for i, fe := range listed {
+		byRank[kindRank(fe.kind)] = append(byRank[kindRank(fe.kind)], i)
 	}
-	var all []ranked
-	for pi, p := range ports {
-		nth := map[FrontendKind]int{}
-		for _, fe := range frontends(svc, p, nodeAddrs, cfg) {
-			all = append(all, ranked{rank: kindRank(fe.kind), addr: nth[fe.kind], port: pi, key: model.NewVSKey(p.proto, fe.addr, fe.port)})
-			nth[fe.kind]++
-		}
+	type placed struct {
+		fe frontend
+		at int // its place in listed
 	}
-	slices.SortStableFunc(all, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.addr, b.addr), cmp.Compare(a.port, b.port))
-	})
-	keep := make(map[model.VSKey]struct{}, limit)
-	dropped := 0
-	for _, f := range all {
-		if _, dup := keep[f.key]; dup {
-			continue
-		}
-		if len(keep) == limit {
-			dropped++
-			continue
-		}
-		keep[f.key] = struct{}{}
+	kept := make([][]placed, len(ports))
+	seen := make(map[model.VSKey]struct{}, limit)
+	asked := 0
+	for rank, idx := range byRank {
+		asked += len(idx) * portsOf(rank, ports)
 	}
-	if dropped == 0 {
+	if asked <= limit {
 		return nil, nil
 	}
-	return keep, fmt.Errorf("%w: %d of its frontends are not served, the cap is %d (--max-frontends-per-service); ClusterIPs are served first, then load-balancer IPs, NodePorts and external IPs",
-		ErrTooManyFrontends, dropped, limit)
+take:
+	for rank, idx := range byRank {
+		for _, i := range idx {
+			for pi, p := range ports {
+				port := p.port
+				if rank == kindRank(KindNodePort) {
+					if port = p.nodePort; port == 0 {
+						continue
+					}
+				}
+				key := model.NewVSKey(p.proto, listed[i].addr, port)
+				if _, dup := seen[key]; !dup {
+					if len(seen) == limit {
+						break take
+					}
+					seen[key] = struct{}{}
+				}
+				kept[pi] = append(kept[pi], placed{frontend{kind: listed[i].kind, addr: listed[i].addr, port: port}, i})
+			}
+		}
+	}
+	// Each port's frontends go back in frontends' order: addPort gives a
+	// key two kinds share to the first, as it does under the cap.
+	out := make([][]frontend, len(ports))
+	for pi, ps := range kept {
+		slices.SortStableFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
+		out[pi] = make([]frontend, len(ps))
+		for j, p := range ps {
+			out[pi][j] = p.fe
+		}
+	}
+	return out, fmt.Errorf("%w: %d of its %d frontends are served, the cap (--max-frontends-per-service); ClusterIPs first, then load-balancer IPs, NodePorts and external IPs",
+		ErrTooManyFrontends, len(seen), asked)
+}
+
+// portsOf is how many of the ports a frontend of the kind of this rank is
+// made on: every one, but for NodePorts those with a node port.
+func portsOf(rank int, ports []servicePort) int {
+	if rank != kindRank(KindNodePort) {
+		return len(ports)
+	}
+	n := 0
+	for _, p := range ports {
+		if p.nodePort != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // countFrontends is an upper bound of the Service's frontends (an

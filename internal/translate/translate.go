@@ -183,10 +183,13 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 		vips:      map[netip.Addr]struct{}{},
 		entries:   map[model.SetEntry]struct{}{},
 	}
-	keep, capErr := cappedFrontends(svc, ports, b.nodePorts, cfg)
-	b.keep = keep
-	for _, p := range ports {
-		b.addPort(p)
+	capped, capErr := cappedFrontends(svc, ports, b.nodePorts, cfg)
+	for i, p := range ports {
+		if capped != nil {
+			b.addPort(p, capped[i])
+		} else {
+			b.addPort(p, frontends(svc, p, b.nodePorts, cfg))
+		}
 	}
 	res := b.result()
 	if capErr != nil {
@@ -252,8 +255,6 @@ type builder struct {
 	meta      map[model.VSKey]VSMeta
 	vips      map[netip.Addr]struct{}
 	entries   map[model.SetEntry]struct{}
-	// keep, when not nil, are the only frontends served (cappedFrontends).
-	keep map[model.VSKey]struct{}
 	// noLocalEps collects Result.NoLocalEndpoints.
 	noLocalEps NoLocal
 }
@@ -261,16 +262,13 @@ type builder struct {
 // addPort adds the virtual servers of one Service port, every frontend and
 // family. When two frontends share a key (an external IP equal to a
 // ClusterIP, say) the first kind in frontends' order wins.
-func (b *builder) addPort(p servicePort) {
+func (b *builder) addPort(p servicePort, fes []frontend) {
 	reals := map[realsKey][]model.RealServer{}
 	noLocal := map[realsKey]bool{}
 	endpoints := map[bool][]Endpoint{} // by family (v6)
-	for _, fe := range frontends(b.svc, p, b.nodePorts, b.cfg) {
+	for _, fe := range fes {
 		key := model.NewVSKey(p.proto, fe.addr, fe.port)
 		if _, dup := b.services[key]; dup {
-			continue
-		}
-		if _, kept := b.keep[key]; b.keep != nil && !kept {
 			continue
 		}
 		rk := realsKey{v6: key.IsIPv6(), local: b.localPolicy(fe.kind)}
