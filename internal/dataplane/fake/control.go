@@ -96,13 +96,6 @@ func (f *Fake) ConntrackDumps() (v4, v6 int) {
 	return f.ctDumps[0], f.ctDumps[1]
 }
 
-// Flushes lists every FlushConntrack call, in order.
-func (f *Fake) Flushes() []ConntrackKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.flushes)
-}
-
 // Timeouts returns IPVS' current timeouts (kernel defaults until set).
 func (f *Fake) Timeouts() dataplane.Timeouts {
 	f.mu.Lock()
@@ -217,13 +210,6 @@ func (f *Fake) KubeProxyLeftovers() bool {
 // made while a frontend had no endpoint.
 func (f *Fake) SetConntrackDest(proto model.Protocol, dst netip.AddrPort, n int) {
 	f.PlantConntrack(ConntrackFlow{Proto: proto, Dst: dst, Reply: dst}, n)
-}
-
-// FlushesDest lists every FlushConntrackDest call, in order.
-func (f *Fake) FlushesDest() []ConntrackKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.flushesDest)
 }
 
 // FlushRules removes the shim's rules as `iptables -F` by someone else

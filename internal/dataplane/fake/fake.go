@@ -29,7 +29,7 @@ type Call struct {
 	// Arg is the call's subject: model.VirtualServer (Add/UpdateService),
 	// model.VSKey (DeleteService, Conns), dataplane.RealRef (Add/Update/
 	// DeleteReal), netip.Addr (Add/DeleteAddr), dataplane.Timeouts,
-	// ConntrackKey (FlushConntrack, FlushConntrackDest), or nil.
+	// dataplane.StaleFlows (ClearConntrack), or nil.
 	Arg any
 }
 
@@ -58,12 +58,9 @@ type Fake struct {
 	kubeProxyLeft bool
 
 	// Conntrack (conntrack.go): the live entries with how many of each,
-	// every flush call in order, and how many times each family's table
-	// was read (IPv4, IPv6).
-	flows       map[ConntrackFlow]int
-	flushes     []ConntrackKey
-	flushesDest []ConntrackKey
-	ctDumps     [2]int
+	// and how many times each family's table was read (IPv4, IPv6).
+	flows   map[ConntrackFlow]int
+	ctDumps [2]int
 
 	closed     bool
 	calls      map[string]int
