@@ -18,6 +18,11 @@ import (
 const (
 	conntrackRetryFirst = time.Second
 	conntrackRetryMax   = time.Minute
+	// maxStaleKeys bounds the keys kept while cleanups keep failing (a
+	// node whose conntrack netlink is gone): beyond it a key is dropped and
+	// counted, and its entries expire on their own once their clients
+	// stop sending.
+	maxStaleKeys = 1 << 16
 )
 
 // staleConntrack is the conntrack cleanup applied operations left to do
@@ -28,6 +33,17 @@ type staleConntrack struct {
 	reals, dests map[netip.AddrPort]struct{}
 	failures     int       // cleanups failed in a row
 	next         time.Time // when a failed cleanup is tried again
+	dropped      int       // keys dropped at maxStaleKeys since the last warning
+}
+
+// add keeps k in set, unless maxStaleKeys are kept.
+func (c *staleConntrack) add(set map[netip.AddrPort]struct{}, k netip.AddrPort) {
+	k = netip.AddrPortFrom(k.Addr().Unmap(), k.Port())
+	if _, ok := set[k]; !ok && len(c.reals)+len(c.dests) >= maxStaleKeys {
+		c.dropped++
+		return
+	}
+	set[k] = struct{}{}
 }
 
 func newStaleConntrack() staleConntrack {
@@ -41,15 +57,15 @@ func (r *Reconciler) noteStale(op plan.Op) {
 	c := &r.stale
 	switch {
 	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteReal:
-		c.reals[unmapped(op.RS.Addr)] = struct{}{}
+		c.add(c.reals, op.RS.Addr)
 	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteService:
 		if svc, ok := r.observed.Services[op.VS.Key]; ok {
 			for _, rs := range svc.Reals.All() {
-				c.reals[unmapped(rs.Addr)] = struct{}{}
+				c.add(c.reals, rs.Addr)
 			}
 		}
 	case firstEndpoint(op):
-		c.dests[unmapped(netip.AddrPortFrom(op.Entry.Addr(), op.Entry.Port()))] = struct{}{}
+		c.add(c.dests, netip.AddrPortFrom(op.Entry.Addr(), op.Entry.Port()))
 	}
 }
 
@@ -91,7 +107,8 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 		if err != nil {
 			failed = true
 			r.log.Warn("clear stale conntrack entries", zap.Int("reals", len(s.Reals)), zap.Int("frontends", len(s.Dests)),
-				zap.Int("deleted", n), zap.Error(err))
+				zap.Int("deleted", n), zap.Int("dropped", c.dropped), zap.Error(err))
+			c.dropped = 0
 			continue
 		}
 		c.forget(s)
@@ -122,7 +139,7 @@ func (r *Reconciler) forgetLive() {
 			}
 			for _, rs := range svc.Reals.All() {
 				if rs.Weight > 0 {
-					delete(c.reals, unmapped(rs.Addr))
+					delete(c.reals, netip.AddrPortFrom(rs.Addr.Addr().Unmap(), rs.Addr.Port()))
 				}
 			}
 		}
@@ -166,9 +183,4 @@ func requeue(st *Status, d time.Duration) {
 	if st.Requeue == 0 || d < st.Requeue {
 		st.Requeue = d
 	}
-}
-
-// unmapped is ap with an IPv4-mapped address as the IPv4 address it is.
-func unmapped(ap netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

@@ -142,3 +142,21 @@ func TestConntrackOfARealServerStillServedStays(t *testing.T) {
 		t.Fatalf("conntrack entries left:\n%swant:\n%s", got, want)
 	}
 }
+
+// TestStaleConntrackKeysAreBounded: while cleanups keep failing, the keys
+// kept for them stop at maxStaleKeys; the rest are counted as dropped.
+func TestStaleConntrackKeysAreBounded(t *testing.T) {
+	c := newStaleConntrack()
+	key := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 53)
+	}
+	for i := range maxStaleKeys {
+		c.add(c.reals, key(i))
+	}
+	c.add(c.reals, key(0))                                           // kept already
+	c.add(c.dests, netip.MustParseAddrPort("[::ffff:10.96.0.1]:53")) // one too many
+	c.add(c.reals, key(maxStaleKeys))                                // one too many
+	if len(c.reals)+len(c.dests) != maxStaleKeys || c.dropped != 2 {
+		t.Fatalf("kept %d keys and dropped %d, want %d and 2", len(c.reals)+len(c.dests), c.dropped, maxStaleKeys)
+	}
+}

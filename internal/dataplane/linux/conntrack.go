@@ -113,7 +113,9 @@ func replySrc(f conntrack.Flow) netip.AddrPort {
 // ctTable dumps over a socket of its own, streaming (a table of a million
 // entries is never held whole), and deletes over ti-mo/conntrack's.
 type ctTable struct {
-	dump *nl.NetlinkSocket
+	// dump numbers its requests, so that a reply to an earlier one is never
+	// taken for this one's.
+	dump *nl.SocketHandle
 	conn *conntrack.Conn
 	// noFilter: the kernel refused the dump filter; dump unfiltered.
 	noFilter bool
@@ -145,13 +147,13 @@ func openFlowTable(ns netns.NsHandle, timeout time.Duration) (*ctTable, error) {
 		s.Close()
 		return nil, fmt.Errorf("open conntrack netlink socket: %w", err)
 	}
-	return &ctTable{dump: s, conn: c}, nil
+	return &ctTable{dump: &nl.SocketHandle{Socket: s}, conn: c}, nil
 }
 
 func (t *ctTable) Delete(f conntrack.Flow) error { return t.conn.Delete(f) }
 
 func (t *ctTable) Close() error {
-	t.dump.Close()
+	t.dump.Socket.Close()
 	return t.conn.Close()
 }
 
@@ -214,7 +216,7 @@ func (t *ctTable) dumpWith(v6 bool, attrs []byte, fn func(conntrack.Flow)) error
 		family = unix.AF_INET6
 	}
 	req := nl.NewNetlinkRequest(ctGetMsg, unix.NLM_F_DUMP)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: {Socket: t.dump}}
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: t.dump}
 	// nfgenmsg: family, version NFNETLINK_V0, resource id 0.
 	req.AddRawData(append([]byte{family, 0, 0, 0}, attrs...))
 	var bad error
