@@ -36,6 +36,10 @@ type staleConntrack struct {
 	dropped      int       // keys dropped at maxStaleKeys since the last warning
 }
 
+func newStaleConntrack() staleConntrack {
+	return staleConntrack{reals: map[netip.AddrPort]struct{}{}, dests: map[netip.AddrPort]struct{}{}}
+}
+
 // add keeps k in set, unless maxStaleKeys are kept.
 func (c *staleConntrack) add(set map[netip.AddrPort]struct{}, k netip.AddrPort) {
 	k = netip.AddrPortFrom(k.Addr().Unmap(), k.Port())
@@ -46,11 +50,7 @@ func (c *staleConntrack) add(set map[netip.AddrPort]struct{}, k netip.AddrPort) 
 	set[k] = struct{}{}
 }
 
-func newStaleConntrack() staleConntrack {
-	return staleConntrack{reals: map[netip.AddrPort]struct{}{}, dests: map[netip.AddrPort]struct{}{}}
-}
-
-// note records the cleanup an applied operation calls for: a removed UDP
+// noteStale records the cleanup an applied operation calls for: a removed UDP
 // real server, every real server of a removed UDP virtual server, and a
 // UDP frontend whose no-endpoints member went (its first endpoint).
 func (r *Reconciler) noteStale(op plan.Op) {
