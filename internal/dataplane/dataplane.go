@@ -161,18 +161,13 @@ type Netfilter interface {
 }
 
 // Conntrack deletes the connection-tracking entries that would keep UDP
-// flows pinned to what is gone. Each flush returns how many entries it
-// deleted.
+// flows pinned to what is gone.
 type Conntrack interface {
-	// FlushConntrack deletes the conntrack entries of proto whose traffic is
-	// NATed to real (the reply source is real), so that a UDP flow to a
-	// removed endpoint is re-scheduled instead of black-holed.
-	FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error)
-	// FlushConntrackDest deletes the conntrack entries of proto whose
-	// original destination is dst: entries made while a UDP Service had no
-	// endpoint would otherwise keep its clients from ever reaching the first
-	// one (kube-proxy clears them for the same reason).
-	FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error)
+	// ClearConntrack deletes the conntrack entries s names and returns how
+	// many it deleted. It reads each address family's table at most once,
+	// however many keys s holds: the cost of a cleanup is the size of the
+	// table, once, not once per removed real server.
+	ClearConntrack(ctx context.Context, s StaleFlows) (int, error)
 }
 
 // ChangeKind is what a Change does; each kind is one of the single-change

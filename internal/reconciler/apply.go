@@ -71,11 +71,6 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass) (outcome, []
 			break
 		}
 	}
-	// Cancelled: the flushes would only fail; the entries expire on their
-	// own, and the next agent's sync finds nothing left to flush for.
-	if ctx.Err() == nil {
-		r.reconcileConntrack(ctx, a.udpGone, a.udpFirst)
-	}
 	if len(passes) > 1 {
 		ops = nil
 	}
@@ -106,33 +101,6 @@ func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
 	return 0
 }
 
-// reconcileConntrack deletes the stale UDP conntrack entries an apply left:
-// those of removed real servers and those towards frontends that got their
-// first endpoint. Each family with work is one round, timed and counted as
-// kube-proxy times and counts a round of its conntrack reconciler.
-func (r *Reconciler) reconcileConntrack(ctx context.Context, gone, first []netip.AddrPort) {
-	for _, v6 := range []bool{false, true} {
-		g, f := ofFamily(gone, v6), ofFamily(first, v6)
-		if len(g)+len(f) == 0 {
-			continue
-		}
-		start := r.opt.Now()
-		n := r.flushConntrack(ctx, g) + r.flushConntrackDest(ctx, f)
-		r.metrics.m.ConntrackReconciled(v6, r.opt.Now().Sub(start), n)
-	}
-}
-
-// ofFamily picks the addresses of one family.
-func ofFamily(addrs []netip.AddrPort, v6 bool) []netip.AddrPort {
-	var out []netip.AddrPort
-	for _, a := range addrs {
-		if a.Addr().Unmap().Is6() == v6 {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // maxBatch bounds the operations of one Apply: the linux dataplane sends
 // them a window at a time anyway; this bounds what one call holds.
 const maxBatch = 1024
@@ -157,7 +125,6 @@ type applier struct {
 	// virtual servers that could not be created, whose record could not be
 	// written, or that turned out to be someone else's
 	missing, unrecorded, taken map[model.VSKey]bool
-	udpGone, udpFirst          []netip.AddrPort
 	changes                    []dataplane.Change
 	// owned are the observed virtual servers this apply made or copied,
 	// which it may change in place (see own).
@@ -240,10 +207,7 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	case plan.DeleteService:
 		delete(r.made, op.VS.Key)
 	}
-	r.conntrackTodo(op, &a.udpGone)
-	if firstEndpoint(op) {
-		a.udpFirst = append(a.udpFirst, netip.AddrPortFrom(op.Entry.Addr(), op.Entry.Port()))
-	}
+	r.noteStale(op)
 	a.own(op)
 	r.applyToCache(op)
 	a.shareDone(op)
@@ -427,92 +391,6 @@ func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 		return
 	}
 	r.applyToCache(op)
-}
-
-// conntrackTodo notes the UDP real servers an applied operation removed: a
-// removed real server, or every real server of a removed virtual server.
-// UDP has no connection end, so without deleting their conntrack entries a
-// client that keeps its source port (DNS!) would keep talking to a dead pod.
-func (r *Reconciler) conntrackTodo(op plan.Op, todo *[]netip.AddrPort) {
-	k := op.VS.Key
-	if k.Proto != model.UDP {
-		return
-	}
-	switch op.Kind {
-	case plan.DeleteReal:
-		*todo = append(*todo, op.RS.Addr)
-	case plan.DeleteService:
-		if svc, ok := r.observed.Services[k]; ok {
-			for _, rs := range svc.Reals.All() {
-				*todo = append(*todo, rs.Addr)
-			}
-		}
-	}
-}
-
-// flushConntrack deletes the conntrack entries of removed UDP real servers
-// and returns how many went. A failure is logged, not returned: the table
-// itself is right, and the entries time out on their own.
-func (r *Reconciler) flushConntrack(ctx context.Context, reals []netip.AddrPort) int {
-	total := 0
-	seen := map[netip.AddrPort]bool{}
-	for _, rs := range reals {
-		if seen[rs] || r.stillServing(rs) {
-			continue
-		}
-		seen[rs] = true
-		n, err := r.opt.Dataplane.FlushConntrack(ctx, model.UDP, rs)
-		r.metrics.m.ConntrackDeleted(n)
-		total += max(n, 0)
-		if err != nil {
-			r.log.Warn("delete conntrack entries", zap.Stringer("rs", rs), zap.Error(err))
-			continue
-		}
-		r.log.Debug("deleted conntrack entries", zap.Stringer("rs", rs), zap.Int("entries", n))
-	}
-	return total
-}
-
-// stillServing tells whether another UDP virtual server still sends to the
-// real server, whose flows must then be left alone.
-func (r *Reconciler) stillServing(rs netip.AddrPort) bool {
-	for k, svc := range r.observed.Services {
-		if k.Proto != model.UDP {
-			continue
-		}
-		if real, ok := svc.Reals.Get(rs); ok && real.Weight > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// firstEndpoint tells whether an applied operation means a UDP frontend
-// just got its first usable endpoint: its no-endpoints member went.
-func firstEndpoint(op plan.Op) bool {
-	e := op.Entry
-	return op.Kind == plan.DeleteSetEntry && e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
-}
-
-// flushConntrackDest deletes the conntrack entries made towards UDP
-// frontends while they had no endpoint: a client that keeps its source
-// port (DNS resolvers) would otherwise keep matching the stale entry and
-// never reach the new endpoint (kubernetes/kubernetes#59368 and the DNS
-// fixes after it). It returns how many entries went. Failures are logged:
-// the entries expire on their own.
-func (r *Reconciler) flushConntrackDest(ctx context.Context, dsts []netip.AddrPort) int {
-	total := 0
-	for _, dst := range dsts {
-		n, err := r.opt.Dataplane.FlushConntrackDest(ctx, model.UDP, dst)
-		r.metrics.m.ConntrackDeleted(n)
-		total += max(n, 0)
-		if err != nil {
-			r.log.Warn("delete conntrack entries", zap.Stringer("vs", dst), zap.Error(err))
-			continue
-		}
-		r.log.Debug("deleted conntrack entries", zap.Stringer("vs", dst), zap.Int("entries", n))
-	}
-	return total
 }
 
 // changeOf is an operation as the dataplane takes it.

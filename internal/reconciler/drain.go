@@ -23,8 +23,8 @@ type drainInput struct {
 // virtual server stays (DESIGN.md, KEP-1669): a TCP/SCTP real server is kept
 // at weight 0 until its connections reach zero or its drain timeout passes,
 // so established connections finish; a UDP real server goes at once (UDP
-// has no end of connection to wait for; apply deletes its conntrack entries
-// when its removal succeeds). Kept ones are written into in.desired at
+// has no end of connection to wait for; the sync deletes its conntrack
+// entries once its removal succeeded, see clearConntrack). Kept ones are written into in.desired at
 // weight 0 and their start into in.since; it returns how many are kept.
 func drain(in drainInput) (draining int) {
 	for k, want := range in.desired.Services {

@@ -110,6 +110,8 @@ type Reconciler struct {
 	// sets and table digest observed.Sets and observed.Services
 	// (digest.go).
 	sets, table digest
+	// stale is the conntrack cleanup still to do (conntrack.go).
+	stale staleConntrack
 }
 
 // New returns a reconciler; call Init before the first Sync.
@@ -132,6 +134,7 @@ func New(opt Options) *Reconciler {
 		made:    map[model.VSKey]struct{}{},
 		metrics: syncMetrics{m: opt.Metrics},
 		drift:   newDriftMailbox(),
+		stale:   newStaleConntrack(),
 	}
 	r.pub.reset()
 	r.pub.store(Status{}, NodeStatus{}, nil, counts{})

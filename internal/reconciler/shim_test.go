@@ -110,15 +110,15 @@ func TestUDPFirstEndpointClearsStaleConntrack(t *testing.T) {
 	r.store.SetSlice(slice("dns", corev1.ProtocolUDP, 53, ready("10.244.1.3")))
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
 	r.sync(false)
-	got := r.fake.FlushesDest()
-	if len(got) != 1 || got[0] != (fake.ConntrackKey{Proto: model.UDP, Real: dst}) {
-		t.Fatalf("conntrack flushes by destination %v, want only UDP %s", got, dst)
+	if left := r.fake.Conntrack(); left != "" {
+		t.Fatalf("conntrack entries to %s made while it had no endpoint are left:\n%s", dst, left)
 	}
 	// A second endpoint is not a first one.
+	r.fake.PlantConntrack(fake.ConntrackFlow{Proto: model.UDP, Dst: dst, Reply: netip.MustParseAddrPort("10.244.1.3:53")}, 1)
 	r.store.SetSlice(slice("dns", corev1.ProtocolUDP, 53, ready("10.244.1.3"), ready("10.244.2.3")))
 	r.sync(false)
-	if n := len(r.fake.FlushesDest()); n != 1 {
-		t.Fatalf("%d flushes by destination, want still 1", n)
+	if left, want := r.fake.Conntrack(), "udp dst 10.96.0.53:53 reply 10.244.1.3:53 x1\n"; left != want {
+		t.Fatalf("conntrack entries left:\n%swant:\n%s", left, want)
 	}
 }
 

@@ -96,6 +96,11 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if err == nil {
 		r.metrics.programmed(r.opt.Now(), r.failing)
 	}
+	// Cancelled: the cleanup would only fail; its keys wait for the next
+	// sync.
+	if ctx.Err() == nil {
+		r.clearConntrack(ctx, &st)
+	}
 	return r.finish(st, err)
 }
 

@@ -1,7 +1,6 @@
 package dataplanetest
 
 import (
-	"fmt"
 	"net/netip"
 	"testing"
 
@@ -13,19 +12,33 @@ import (
 // kernel; deleting real entries is checked with a conntrack client
 // (linux/kernel_test.go) and with the fake's planted entries.
 var conntrackTests = []contractTest[dataplane.Dataplane]{
-	{"FlushConntrackNothing", testFlushConntrackNothing},
+	{"ClearConntrackNothing", testClearConntrackNothing},
 }
 
-func testFlushConntrackNothing(t *testing.T, dp dataplane.Dataplane) {
+func testClearConntrackNothing(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	for _, c := range []struct {
-		proto model.Protocol
-		real  netip.AddrPort
-	}{{model.UDP, real4a}, {model.TCP, real4b}, {model.UDP, real6a}, {model.SCTP, real6b}} {
-		n, err := dp.FlushConntrack(ctx, c.proto, c.real)
-		must(t, fmt.Sprintf("flush %s %s", c.proto, c.real), err)
+		name         string
+		proto        model.Protocol
+		reals, dests []netip.AddrPort
+	}{
+		{"no keys", model.UDP, nil, nil},
+		{"IPv4 real servers", model.UDP, []netip.AddrPort{real4a, real4b}, nil},
+		{"both families", model.UDP, []netip.AddrPort{real4a, real6a}, []netip.AddrPort{real6b}},
+		{"TCP", model.TCP, []netip.AddrPort{real4b}, []netip.AddrPort{real4a}},
+		{"SCTP", model.SCTP, nil, []netip.AddrPort{real6b}},
+	} {
+		s := dataplane.NewStaleFlows(c.proto)
+		for _, k := range c.reals {
+			s.AddReal(k)
+		}
+		for _, k := range c.dests {
+			s.AddDest(k)
+		}
+		n, err := dp.ClearConntrack(ctx, s)
+		must(t, "clear conntrack: "+c.name, err)
 		if n != 0 {
-			t.Errorf("flush %s %s with no traffic deleted %d entries", c.proto, c.real, n)
+			t.Errorf("clear %s with no traffic deleted %d entries", c.name, n)
 		}
 	}
 }

@@ -2,42 +2,64 @@ package fake
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// ConntrackKey names the conntrack entries FlushConntrack deletes.
-type ConntrackKey struct {
+// ConntrackFlow is a conntrack entry as far as a cleanup can tell it from
+// another: its protocol, its original destination and the source of its
+// replies (the real server IPVS NATed it to, or the destination itself when
+// nothing did).
+type ConntrackFlow struct {
 	Proto model.Protocol
-	Real  netip.AddrPort
+	Dst   netip.AddrPort
+	Reply netip.AddrPort
 }
 
-// FlushConntrack deletes the entries SetConntrack planted for (proto, real)
-// and records the call.
-func (f *Fake) FlushConntrack(ctx context.Context, proto model.Protocol, real netip.AddrPort) (int, error) {
+// String prints the flow as the fake's dump lists it.
+func (c ConntrackFlow) String() string {
+	dst := "*"
+	if c.Dst.IsValid() {
+		dst = c.Dst.String()
+	}
+	return fmt.Sprintf("%s dst %s reply %s", strings.ToLower(c.Proto.String()), dst, c.Reply)
+}
+
+// ClearConntrack deletes the live entries s names, reading the table of
+// each family s has keys of once, as the kernel implementation does.
+func (f *Fake) ClearConntrack(ctx context.Context, s dataplane.StaleFlows) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := ConntrackKey{Proto: proto, Real: real}
-	if err := f.begin(ctx, "FlushConntrack", k); err != nil {
+	if err := f.begin(ctx, "ClearConntrack", s); err != nil {
 		return 0, err
 	}
-	f.flushes = append(f.flushes, k)
-	n := f.conntrack[k]
-	delete(f.conntrack, k)
+	for i, v6 := range []bool{false, true} {
+		if s.Has(v6) {
+			f.ctDumps[i]++
+		}
+	}
+	n := 0
+	for fl, c := range f.flows {
+		if s.Matches(fl.Proto, fl.Dst, fl.Reply) {
+			n += c
+			delete(f.flows, fl)
+		}
+	}
 	return n, nil
 }
 
-// FlushConntrackDest deletes the entries SetConntrackDest planted.
-func (f *Fake) FlushConntrackDest(ctx context.Context, proto model.Protocol, dst netip.AddrPort) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := ConntrackKey{Proto: proto, Real: dst}
-	if err := f.begin(ctx, "FlushConntrackDest", k); err != nil {
-		return 0, err
+// conntrackDump lists the live entries, sorted, one line per flow with its
+// count. The caller holds f.mu.
+func (f *Fake) conntrackDump() string {
+	lines := make([]string, 0, len(f.flows))
+	for fl, n := range f.flows {
+		lines = append(lines, fmt.Sprintf("%s x%d\n", fl, n))
 	}
-	f.flushesDest = append(f.flushesDest, k)
-	n := f.conntrackDest[k]
-	delete(f.conntrackDest, k)
-	return n, nil
+	slices.Sort(lines)
+	return strings.Join(lines, "")
 }

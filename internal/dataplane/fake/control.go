@@ -62,19 +62,38 @@ func (f *Fake) SetConns(ref dataplane.RealRef, c model.Conns) {
 	f.conns[ref] = c
 }
 
-// SetConntrack plants n conntrack entries of proto whose reply source is
-// real; FlushConntrack deletes and counts them.
+// SetConntrack plants n conntrack entries of proto that IPVS NATed to
+// real: their replies come from it.
 func (f *Fake) SetConntrack(proto model.Protocol, real netip.AddrPort, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.conntrack[ConntrackKey{Proto: proto, Real: real}] = n
+	f.PlantConntrack(ConntrackFlow{Proto: proto, Reply: real}, n)
 }
 
-// Flushes lists every FlushConntrack call, in order.
-func (f *Fake) Flushes() []ConntrackKey {
+// PlantConntrack sets how many entries of fl are live (0 removes them).
+func (f *Fake) PlantConntrack(fl ConntrackFlow, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.flushes)
+	if n <= 0 {
+		delete(f.flows, fl)
+		return
+	}
+	f.flows[fl] = n
+}
+
+// Conntrack lists the live conntrack entries, sorted, one line per flow
+// with its count ("udp dst 10.96.0.10:53 reply 10.244.1.3:53 x3"; dst *
+// for entries planted by SetConntrack): the end state tests compare.
+func (f *Fake) Conntrack() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.conntrackDump()
+}
+
+// ConntrackDumps tells how many times the IPv4 and the IPv6 conntrack
+// tables were read whole.
+func (f *Fake) ConntrackDumps() (v4, v6 int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ctDumps[0], f.ctDumps[1]
 }
 
 // Timeouts returns IPVS' current timeouts (kernel defaults until set).
@@ -186,18 +205,11 @@ func (f *Fake) KubeProxyLeftovers() bool {
 	return f.kubeProxyLeft
 }
 
-// SetConntrackDest plants n conntrack entries of proto first sent to dst.
+// SetConntrackDest plants n conntrack entries of proto first sent to dst
+// while nothing NATed them: their replies come from dst itself, as those
+// made while a frontend had no endpoint.
 func (f *Fake) SetConntrackDest(proto model.Protocol, dst netip.AddrPort, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.conntrackDest[ConntrackKey{Proto: proto, Real: dst}] = n
-}
-
-// FlushesDest lists every FlushConntrackDest call, in order.
-func (f *Fake) FlushesDest() []ConntrackKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.flushesDest)
+	f.PlantConntrack(ConntrackFlow{Proto: proto, Dst: dst, Reply: dst}, n)
 }
 
 // FlushRules removes the shim's rules as `iptables -F` by someone else

@@ -29,7 +29,7 @@ type Call struct {
 	// Arg is the call's subject: model.VirtualServer (Add/UpdateService),
 	// model.VSKey (DeleteService, Conns), dataplane.RealRef (Add/Update/
 	// DeleteReal), netip.Addr (Add/DeleteAddr), dataplane.Timeouts,
-	// ConntrackKey (FlushConntrack, FlushConntrackDest), or nil.
+	// dataplane.StaleFlows (ClearConntrack), or nil.
 	Arg any
 }
 
@@ -57,12 +57,10 @@ type Fake struct {
 	ruleWrites    int
 	kubeProxyLeft bool
 
-	// Conntrack (conntrack.go): live entries per (proto, real) and per
-	// (proto, original destination), and every flush call in order.
-	conntrack     map[ConntrackKey]int
-	flushes       []ConntrackKey
-	conntrackDest map[ConntrackKey]int
-	flushesDest   []ConntrackKey
+	// Conntrack (conntrack.go): the live entries with how many of each,
+	// and how many times each family's table was read (IPv4, IPv6).
+	flows   map[ConntrackFlow]int
+	ctDumps [2]int
 
 	closed     bool
 	calls      map[string]int
@@ -77,16 +75,15 @@ var _ dataplane.Dataplane = (*Fake)(nil)
 // New returns an empty kernel: no services, no link, default timeouts.
 func New() *Fake {
 	return &Fake{
-		services:      map[model.VSKey]*model.Service{},
-		conns:         map[dataplane.RealRef]model.Conns{},
-		addrs:         map[netip.Addr]struct{}{},
-		sysctls:       map[string]string{},
-		timeouts:      dataplane.Timeouts{TCP: defaultTCPTimeout, TCPFin: defaultTCPFinTimeout, UDP: defaultUDPTimeout},
-		conntrack:     map[ConntrackKey]int{},
-		sets:          map[string]map[model.SetEntry]struct{}{},
-		conntrackDest: map[ConntrackKey]int{},
-		calls:         map[string]int{},
-		failNext:      map[string][]error{},
+		services: map[model.VSKey]*model.Service{},
+		conns:    map[dataplane.RealRef]model.Conns{},
+		addrs:    map[netip.Addr]struct{}{},
+		sysctls:  map[string]string{},
+		timeouts: dataplane.Timeouts{TCP: defaultTCPTimeout, TCPFin: defaultTCPFinTimeout, UDP: defaultUDPTimeout},
+		flows:    map[ConntrackFlow]int{},
+		sets:     map[string]map[model.SetEntry]struct{}{},
+		calls:    map[string]int{},
+		failNext: map[string][]error{},
 	}
 }
 

@@ -173,30 +173,59 @@ func TestSetTimeoutsKeepsZeroFields(t *testing.T) {
 	}
 }
 
-func TestFlushConntrackCountsAndRecords(t *testing.T) {
-	f := fake.New()
-	ctx := t.Context()
-	f.SetConntrack(model.UDP, rsA, 3)
-	for _, want := range []int{3, 0} {
-		n, err := f.FlushConntrack(ctx, model.UDP, rsA)
-		if err != nil || n != want {
-			t.Fatalf("flush: got %d, %v; want %d, nil", n, err, want)
-		}
+// TestClearConntrack: a clear deletes the entries its keys name, of its
+// protocol only, and reads each family's table once whatever the number of
+// keys.
+func TestClearConntrack(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	vip, vip6 := ap("10.96.0.10:53"), ap("[fd00:96::10]:53")
+	planted := []fake.ConntrackFlow{
+		{Proto: model.UDP, Dst: vip, Reply: rsA},
+		{Proto: model.UDP, Dst: vip, Reply: rsB},
+		{Proto: model.TCP, Dst: vip, Reply: rsA},
+		{Proto: model.UDP, Dst: vip6, Reply: vip6},
+		{Proto: model.UDP, Dst: ap("10.96.0.11:53"), Reply: ap("10.96.0.11:53")},
 	}
-	// Another protocol's entries are not the same entries.
-	f.SetConntrack(model.TCP, rsB, 2)
-	if n, _ := f.FlushConntrack(ctx, model.UDP, rsB); n != 0 {
-		t.Errorf("UDP flush deleted %d TCP entries", n)
-	}
-	want := []fake.ConntrackKey{{Proto: model.UDP, Real: rsA}, {Proto: model.UDP, Real: rsA}, {Proto: model.UDP, Real: rsB}}
-	got := f.Flushes()
-	if len(got) != len(want) {
-		t.Fatalf("flushes: got %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("flushes: got %v, want %v", got, want)
-		}
+	for _, c := range []struct {
+		name         string
+		reals, dests []netip.AddrPort
+		deleted      int
+		dumps        [2]int
+		left         string
+	}{
+		{name: "nothing", left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\n" +
+			"udp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\nudp dst 10.96.0.10:53 reply 10.244.0.6:6443 x2\n" +
+			"udp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\nudp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
+		{name: "a real server", reals: []netip.AddrPort{rsA}, deleted: 2, dumps: [2]int{1, 0},
+			left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\nudp dst 10.96.0.10:53 reply 10.244.0.6:6443 x2\n" +
+				"udp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\nudp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
+		{name: "reals and frontends of both families", reals: []netip.AddrPort{rsA, rsB, ap("[::ffff:10.244.0.9]:53")},
+			dests: []netip.AddrPort{vip6, ap("[::ffff:10.96.0.11]:53")}, deleted: 8, dumps: [2]int{1, 1},
+			left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := fake.New()
+			for _, fl := range planted {
+				f.PlantConntrack(fl, 2)
+			}
+			s := dataplane.NewStaleFlows(model.UDP)
+			for _, k := range c.reals {
+				s.AddReal(k)
+			}
+			for _, k := range c.dests {
+				s.AddDest(k)
+			}
+			n, err := f.ClearConntrack(t.Context(), s)
+			if err != nil || n != c.deleted {
+				t.Fatalf("clear: got %d, %v; want %d, nil", n, err, c.deleted)
+			}
+			if v4, v6 := f.ConntrackDumps(); [2]int{v4, v6} != c.dumps {
+				t.Errorf("tables read %d (IPv4) and %d (IPv6) times, want %v", v4, v6, c.dumps)
+			}
+			if got := f.Conntrack(); got != c.left {
+				t.Errorf("left:\n%swant:\n%s", got, c.left)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/ti-mo/conntrack"
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -95,8 +96,11 @@ type stuckFlows struct {
 	deletes int
 }
 
-func (s *stuckFlows) DumpFilter(conntrack.Filter, *conntrack.DumpOptions) ([]conntrack.Flow, error) {
-	return s.flows, nil
+func (s *stuckFlows) Dump(_ bool, _ uint8, fn func(conntrack.Flow)) error {
+	for _, f := range s.flows {
+		fn(f)
+	}
+	return nil
 }
 
 func (s *stuckFlows) Delete(conntrack.Flow) error {
@@ -132,7 +136,9 @@ func TestAbandonedFlushSharesNothing(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-table.started; cancel() }()
-	n, err := d.FlushConntrack(ctx, model.UDP, real)
+	stale := dataplane.NewStaleFlows(model.UDP)
+	stale.AddReal(real)
+	n, err := d.ClearConntrack(ctx, stale)
 	if !errors.Is(err, context.Canceled) || n != 0 {
 		t.Fatalf("abandoned flush: got %d, %v; want 0 and the cancellation", n, err)
 	}

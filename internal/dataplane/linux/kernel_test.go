@@ -106,101 +106,68 @@ func natFlow(proto uint8, client, vip, real netip.AddrPort) conntrack.Flow {
 	return f
 }
 
-func TestFlushConntrack(t *testing.T) {
+// TestClearConntrack: one clear deletes, in both families, the entries
+// NATed to removed real servers and those sent to frontends while they had
+// no endpoint, and nothing else.
+func TestClearConntrack(t *testing.T) {
 	dp := newLinux(t)
-	ctx := t.Context()
 	ct, err := conntrack.Dial(nil)
 	if err != nil {
 		t.Fatalf("open conntrack: %v", err)
 	}
 	defer ct.Close()
-
-	client := netip.MustParseAddrPort("10.0.0.50:40000")
-	client2 := netip.MustParseAddrPort("10.0.0.51:40001")
-	client3 := netip.MustParseAddrPort("10.0.0.52:40002")
-	vip := netip.MustParseAddrPort("10.96.0.10:53")
-	gone := netip.MustParseAddrPort("10.244.1.5:53")
-	stays := netip.MustParseAddrPort("10.244.1.6:53")
-	client6 := netip.MustParseAddrPort("[fd00::50]:40000")
-	vip6 := netip.MustParseAddrPort("[fd00:96::10]:53")
-	gone6 := netip.MustParseAddrPort("[fd00:244::5]:53")
-
-	flows := []conntrack.Flow{
-		natFlow(syscall.IPPROTO_UDP, client, vip, gone),   // deleted
-		natFlow(syscall.IPPROTO_UDP, client2, vip, gone),  // deleted
-		natFlow(syscall.IPPROTO_UDP, client3, vip, stays), // other real
-		natFlow(syscall.IPPROTO_TCP, client, vip, gone),   // other protocol
-		natFlow(syscall.IPPROTO_UDP, client6, vip6, gone6),
+	ap := netip.MustParseAddrPort
+	vip, empty, idle := ap("10.96.0.10:53"), ap("10.96.9.10:53"), ap("10.96.9.11:53")
+	gone, stays := ap("10.244.1.5:53"), ap("10.244.1.6:53")
+	vip6, gone6, empty6 := ap("[fd00:96::10]:53"), ap("[fd00:244::5]:53"), ap("[fd00:96::11]:53")
+	flows := []struct {
+		flow    conntrack.Flow
+		deleted bool
+	}{
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.0.50:40000"), vip, gone), true},
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.0.51:40001"), vip, gone), true},
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.0.52:40002"), vip, stays), false},               // another real server
+		{natFlow(syscall.IPPROTO_TCP, ap("10.0.0.50:40000"), vip, gone), false},                // another protocol
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.0.53:40003"), vip, ap("10.244.1.5:54")), false}, // another port of the pod
+		{natFlow(syscall.IPPROTO_UDP, ap("[fd00::50]:40000"), vip6, gone6), true},
+		// Made while the frontend had no endpoint: not NATed, the reply
+		// comes from the VIP itself.
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.9.50:41000"), empty, empty), true},
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.9.51:41001"), empty, empty), true},
+		{natFlow(syscall.IPPROTO_TCP, ap("10.0.9.50:41000"), empty, empty), false}, // another protocol
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.9.52:41002"), idle, idle), false},   // another frontend
+		{natFlow(syscall.IPPROTO_UDP, ap("[fd00::51]:41000"), empty6, empty6), true},
 	}
 	for _, f := range flows {
-		if err := ct.Create(f); err != nil {
-			t.Fatalf("create flow %s: %v", f.TupleOrig, err)
+		if err := ct.Create(f.flow); err != nil {
+			t.Fatalf("create flow %s: %v", f.flow.TupleOrig, err)
 		}
 	}
 	t.Cleanup(func() {
 		for _, f := range flows {
-			_ = ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig})
+			_ = ct.Delete(conntrack.Flow{TupleOrig: f.flow.TupleOrig})
 		}
 	})
-
-	n, err := dp.FlushConntrack(ctx, model.UDP, gone)
-	if err != nil || n != 2 {
-		t.Fatalf("flush UDP %s: got %d, %v; want 2, nil", gone, n, err)
+	s := dataplane.NewStaleFlows(model.UDP)
+	for _, k := range []netip.AddrPort{gone, gone6, ap("10.244.3.3:53")} {
+		s.AddReal(k)
 	}
-	n, err = dp.FlushConntrack(ctx, model.UDP, gone6)
-	if err != nil || n != 1 {
-		t.Fatalf("flush UDP %s: got %d, %v; want 1, nil", gone6, n, err)
+	for _, k := range []netip.AddrPort{empty, empty6} {
+		s.AddDest(k)
 	}
-	// What must stay, stayed; what went, went.
-	for i, f := range flows {
-		_, err := ct.Get(conntrack.Flow{TupleOrig: f.TupleOrig})
-		deleted := i == 0 || i == 1 || i == 4
+	n, err := dp.ClearConntrack(t.Context(), s)
+	if err != nil || n != 6 {
+		t.Fatalf("clear: got %d, %v; want 6, nil", n, err)
+	}
+	for _, f := range flows {
+		_, err := ct.Get(conntrack.Flow{TupleOrig: f.flow.TupleOrig})
 		switch {
-		case deleted && err == nil:
-			t.Errorf("flow %s (reply from %s) survived the flush", f.TupleOrig, f.TupleReply.IP.SourceAddress)
-		case !deleted && err != nil:
-			t.Errorf("flow %s (reply from %s) is gone: %v", f.TupleOrig, f.TupleReply.IP.SourceAddress, err)
-		case deleted && !errors.Is(err, syscall.ENOENT):
-			t.Errorf("get deleted flow %s: %v, want ENOENT", f.TupleOrig, err)
-		}
-	}
-}
-
-func TestFlushConntrackDest(t *testing.T) {
-	dp := newLinux(t)
-	ct, err := conntrack.Dial(nil)
-	if err != nil {
-		t.Fatalf("open conntrack: %v", err)
-	}
-	defer ct.Close()
-	vip := netip.MustParseAddrPort("10.96.9.10:53")
-	other := netip.MustParseAddrPort("10.96.9.11:53")
-	// Flows made while the Service had no endpoint: not NATed, the reply
-	// comes from the VIP itself.
-	flows := []conntrack.Flow{
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.50:41000"), vip, vip),     // deleted
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.51:41001"), vip, vip),     // deleted
-		natFlow(syscall.IPPROTO_TCP, netip.MustParseAddrPort("10.0.9.50:41000"), vip, vip),     // other protocol
-		natFlow(syscall.IPPROTO_UDP, netip.MustParseAddrPort("10.0.9.52:41002"), other, other), // other frontend
-	}
-	for _, f := range flows {
-		if err := ct.Create(f); err != nil {
-			t.Fatalf("create flow %s: %v", f.TupleOrig, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, f := range flows {
-			_ = ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig})
-		}
-	})
-	n, err := dp.FlushConntrackDest(t.Context(), model.UDP, vip)
-	if err != nil || n != 2 {
-		t.Fatalf("flush UDP to %s: got %d, %v; want 2, nil", vip, n, err)
-	}
-	for i, f := range flows {
-		_, err := ct.Get(conntrack.Flow{TupleOrig: f.TupleOrig})
-		if deleted := i < 2; deleted != (err != nil) {
-			t.Errorf("flow %s: deleted=%v, lookup error %v", f.TupleOrig, deleted, err)
+		case f.deleted && err == nil:
+			t.Errorf("flow %s (reply from %s) survived the clear", f.flow.TupleOrig, f.flow.TupleReply.IP.SourceAddress)
+		case !f.deleted && err != nil:
+			t.Errorf("flow %s (reply from %s) is gone: %v", f.flow.TupleOrig, f.flow.TupleReply.IP.SourceAddress, err)
+		case f.deleted && !errors.Is(err, syscall.ENOENT):
+			t.Errorf("get deleted flow %s: %v, want ENOENT", f.flow.TupleOrig, err)
 		}
 	}
 }
