@@ -34,6 +34,7 @@ type service struct {
 	targetPort  int
 	annotations map[string]string
 	affinity    int // ClientIP affinity timeoutSeconds; 0: none
+	externalIPs []string
 	endpoints   []endpoint
 }
 
@@ -75,6 +76,9 @@ func (s service) yaml() string {
 		}
 	}
 	fmt.Fprintf(&b, "spec:\n  type: ClusterIP\n  clusterIP: %s\n  clusterIPs: [%s]\n", s.vip, s.vip)
+	if len(s.externalIPs) > 0 {
+		fmt.Fprintf(&b, "  externalIPs: [%s]\n", strings.Join(s.externalIPs, ", "))
+	}
 	if s.affinity > 0 {
 		fmt.Fprintf(&b, "  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: %d\n", s.affinity)
 	}

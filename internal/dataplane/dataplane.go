@@ -98,6 +98,13 @@ type Dataplane interface {
 	// whole Observation at 10,000 Services is about 100 MB). An error means
 	// the read is doubtful, as Observe's.
 	Scan(ctx context.Context, v Visitor) error
+	// Probe makes a cheap request every kernel the agent can program
+	// answers (it reads IPVS' configuration and looks up LinkName). It is
+	// the canary that tells a kernel refusing the agent as a whole (IPVS
+	// gone, CAP_NET_ADMIN lost, the link deleted) from a kernel refusing
+	// one object (a scheduler it lacks, an address of a family switched
+	// off): after failed operations, only a failed Probe fails the sync.
+	Probe(ctx context.Context) error
 	Close() error
 }
 
@@ -124,6 +131,14 @@ type Link interface {
 	// Init creates LinkName if missing, brings it up and sets the sysctls
 	// IPVS needs. It is idempotent.
 	Init(ctx context.Context) error
+	// LinkFamilies tells which address families the link can hold
+	// addresses of now: IPv4 always; IPv6 not when the kernel has none
+	// (booted with ipv6.disable=1) or IPv6 is disabled on the link
+	// (net.ipv6.conf.<link>.disable_ipv6, which conf.all sets on every
+	// link and conf.default on a link made after it). There the kernel
+	// refuses an IPv6 address with EACCES. Before Init it answers for a
+	// link that Init would make.
+	LinkFamilies(ctx context.Context) (model.Families, error)
 	AddAddr(ctx context.Context, addr netip.Addr) error
 	DeleteAddr(ctx context.Context, addr netip.Addr) error
 	// DeleteLink removes LinkName and with it every bound address.

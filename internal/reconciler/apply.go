@@ -48,9 +48,13 @@ import (
 // of once applied. It returns the outcome and the operations, when there
 // was one pass (the drift checker notes them; a cold start's are many
 // passes, and its sync is a full one, which notes no operations).
-func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass) (outcome, []plan.Op) {
+//
+// The operations of a failing Service, or of no Service, whose retry is
+// not due at now are held back as if they had failed (backsOff), without
+// being sent: a full sync keeps their backoff too.
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []plan.Op) {
 	r.reserveObserved()
-	a := newApplier(r)
+	a := newApplier(r, now)
 	var ops []plan.Op
 	for i, pass := range passes {
 		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
@@ -94,7 +98,7 @@ func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
 		if ctx.Err() != nil {
 			return len(ops) - i
 		}
-		if !a.held(ops[i]) {
+		if !a.held(ctx, ops[i]) {
 			batch = append(batch, ops[i])
 		}
 	}
@@ -129,17 +133,23 @@ type applier struct {
 	// owned are the observed virtual servers this apply made or copied,
 	// which it may change in place (see own).
 	owned map[model.VSKey]bool
+	// now is the sync's time, against which retries are due.
+	now time.Time
 }
 
-func newApplier(r *Reconciler) *applier {
+func newApplier(r *Reconciler, now time.Time) *applier {
 	return &applier{r: r, holdAddr: map[netip.Addr]bool{}, kept: map[netip.Addr]bool{},
 		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{},
-		owned: map[model.VSKey]bool{}}
+		owned: map[model.VSKey]bool{}, now: now}
 }
 
 // held tells whether an earlier failure holds op back (see apply). An
 // unrecorded frontend's server and reals count as not made.
-func (a *applier) held(op plan.Op) bool {
+func (a *applier) held(ctx context.Context, op plan.Op) bool {
+	if a.r.backsOff(op, a.now) {
+		a.failed(ctx, op, errBackingOff)
+		return true
+	}
 	switch {
 	case (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && a.holdAddr[op.Addr]:
 		return true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -29,17 +30,18 @@ const (
 )
 
 // outcome is what apply did: how many operations it tried and what failed,
-// sorted into the failures of single Services and the ones that say the
-// kernel or the agent itself is unusable.
+// sorted into the failures of single Services, of operations no Service
+// holds, and the ones that say the kernel or the agent itself is unusable.
 type outcome struct {
 	// planned counts the operations planned, attempted those tried.
 	planned, attempted, failed int
 	errs                       []error // every failure, in order
 	// services are the Services whose operations failed, with their first
-	// error; unowned counts failures no held Service claims (removals of
-	// what is no longer wanted).
+	// error; strays the failed operations no held Service claims (hairpin
+	// and VIPs members, binds, removals of what is no longer wanted), by
+	// what they change.
 	services map[model.ServiceName]error
-	unowned  int
+	strays   map[strayKey]error
 	systemic []error
 	// stale: a failure says the cached observed state may be wrong (the
 	// kernel answered "exists" or "does not exist"), so the next sync must
@@ -63,7 +65,12 @@ func (o *outcome) fail(op plan.Op, err error, name model.ServiceName, owned bool
 			o.services[name] = err
 		}
 	default:
-		o.unowned++
+		if o.strays == nil {
+			o.strays = map[strayKey]error{}
+		}
+		if k := strayOf(op); o.strays[k] == nil {
+			o.strays[k] = err
+		}
 	}
 	if errors.Is(err, dataplane.ErrExist) || errors.Is(err, dataplane.ErrNotExist) {
 		o.stale = true
@@ -77,29 +84,42 @@ func (o *outcome) stopped(n, total int, cause error) {
 
 // err is the sync's error: nil unless a failure was systemic. Systemic
 // are: an error that says the agent cannot talk to the kernel at all
-// (cancelled or timed out, a closed socket, no permission), or every
-// operation failing when they belong to more than one Service (one
-// Service's operations all failing says nothing about the kernel; everyone's
-// failing does). Any other failure is one Service's (a scheduler the
-// kernel lacks, a value it refuses): it is reported on that Service and
-// retried with backoff, and leaves the sync, and with it /healthz and the
-// health-check ports, green.
+// (cancelled or timed out, a closed socket), and failed operations after
+// which the kernel check fails too (see canary). An operation's own error,
+// whatever its errno and however many Services share it, is that object's:
+// a scheduler the kernel lacks, a value it refuses, an address of a family
+// switched off (EACCES). It is reported on its Service and retried with
+// backoff, and leaves the sync, and with it /healthz and the health-check
+// ports, green.
 func (o *outcome) err() error {
 	if len(o.systemic) > 0 {
 		return joinCapped(o.systemic)
-	}
-	if o.failed > 1 && o.failed == o.attempted && (len(o.services) > 1 || o.unowned > 0) {
-		return fmt.Errorf("every operation failed: %w", joinCapped(o.errs))
 	}
 	return nil
 }
 
 // systemic tells whether an operation's error is about the agent's access
-// to the kernel rather than about the one object it changed.
+// to the kernel rather than about the one object it changed. A permission
+// error is not: the kernel answers EACCES for one address of a family
+// disabled on the link; a kernel refusing the agent everything is found
+// by the canary.
 func systemic(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrClosed)
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) || errors.Is(err, fs.ErrClosed)
+}
+
+// canary decides, after operations failed for no systemic reason, whether
+// the kernel refuses the agent as a whole: a cheap request every usable
+// kernel answers (dataplane.Dataplane.Probe). Only its failure makes the
+// sync fail; the count or the spread of the failures never does.
+func (r *Reconciler) canary(ctx context.Context, out *outcome) {
+	if out.failed == 0 || len(out.systemic) > 0 || ctx.Err() != nil {
+		return
+	}
+	if err := r.opt.Dataplane.Probe(ctx); err != nil {
+		out.systemic = append(out.systemic, fmt.Errorf("kernel check after %d failed operations: %w",
+			out.failed, errors.Join(err, joinCapped(out.errs))))
+	}
 }
 
 // joinCapped joins errors like errors.Join, spelling out the first
@@ -130,18 +150,92 @@ func (r *Reconciler) serviceOf(op plan.Op) (model.ServiceName, bool) {
 	return name, ok
 }
 
-// failure is a Service whose operations failed: its first error, how many
-// syncs in a row failed it, and when it is retried.
+// failure is a Service, or an operation no Service holds, whose
+// operations failed: its first error, how many syncs in a row failed it,
+// and when it is retried.
 type failure struct {
 	err   error
 	count int
 	next  time.Time
 }
 
-// noteFailures marks the Services whose operations failed (log, Event once
-// per distinct error, backoff), clears the ones in scope that now applied
-// cleanly, and asks the runner back when the earliest retry is due.
+// due tells whether the failure's retry is due at now.
+func (f *failure) due(now time.Time) bool { return !now.Before(f.next) }
+
+// strayKey names what an operation no Service holds changes: an address
+// (bind, unbind), a set member, or a virtual server (removals).
+type strayKey struct {
+	vs    model.VSKey
+	addr  netip.Addr
+	entry model.SetEntry
+}
+
+// strayOf is the strayKey of an operation.
+func strayOf(op plan.Op) strayKey {
+	switch op.Kind {
+	case plan.BindAddr, plan.UnbindAddr:
+		return strayKey{addr: op.Addr}
+	case plan.AddSetEntry, plan.DeleteSetEntry:
+		return strayKey{entry: op.Entry}
+	}
+	return strayKey{vs: op.VS.Key}
+}
+
+// addTo puts what k names in scope, with the address it is on, so that
+// an incremental sync plans its operation again; it returns that address
+// (zero for a virtual server without one).
+func (k strayKey) addTo(scope plan.Scope) netip.Addr {
+	switch {
+	case k.addr.IsValid():
+		scope.Addrs[k.addr] = struct{}{}
+		return k.addr
+	case k.entry != model.SetEntry{}:
+		scope.Sets[k.entry] = struct{}{}
+		if fk, ok := plan.FrontendOf(k.entry); ok {
+			scope.Keys[fk] = struct{}{}
+		}
+		scope.Addrs[k.entry.Addr()] = struct{}{}
+		return k.entry.Addr()
+	}
+	scope.Keys[k.vs] = struct{}{}
+	if k.vs.Addr.IsValid() {
+		scope.Addrs[k.vs.Addr] = struct{}{}
+	}
+	return k.vs.Addr
+}
+
+// noteFailures marks the Services and the operations of no Service that
+// failed (log, Event once per distinct error, backoff), clears the ones
+// this sync tried again that now applied cleanly (or were no longer
+// wanted), and asks the runner back when the earliest retry is due. A
+// systemic failure is the kernel's, not theirs: the runner retries the
+// whole sync, after a fresh read of the kernel.
 func (r *Reconciler) noteFailures(st *Status, out outcome, tried map[model.ServiceName]struct{}) {
+	if len(out.systemic) == 0 {
+		r.noteServices(st.Time, out, tried)
+		r.noteStrays(st.Time, out)
+	}
+	if out.stale {
+		r.needFull = true
+	}
+	st.Failing = len(r.failing)
+	for _, f := range r.failing {
+		st.requeue(f.next)
+	}
+	for _, f := range r.strays {
+		st.requeue(f.next)
+	}
+}
+
+// requeue asks for a sync by next at the latest.
+func (st *Status) requeue(next time.Time) {
+	if d := max(next.Sub(st.Time), time.Millisecond); st.Requeue == 0 || d < st.Requeue {
+		st.Requeue = d
+	}
+}
+
+// noteServices is noteFailures for the Services.
+func (r *Reconciler) noteServices(now time.Time, out outcome, tried map[model.ServiceName]struct{}) {
 	for name := range tried {
 		if _, failed := out.services[name]; failed {
 			continue
@@ -161,21 +255,39 @@ func (r *Reconciler) noteFailures(st *Status, out outcome, tried map[model.Servi
 			r.warn(name, "FailedToProgram", err)
 		}
 		f.err, f.count = err, f.count+1
-		f.next = st.Time.Add(retryDelay(f.count))
+		f.next = now.Add(retryDelay(f.count))
 	}
-	if out.unowned > 0 && len(out.systemic) == 0 {
-		// Not any Service's: a full sync re-reads the kernel and retries.
-		r.log.Warn("operations failed", zap.Int("failed", out.unowned), zap.Error(joinCapped(out.errs)))
-		r.needFull = true
-	}
-	if out.stale {
-		r.needFull = true
-	}
-	st.Failing = len(r.failing)
-	for _, f := range r.failing {
-		if d := max(f.next.Sub(st.Time), time.Millisecond); st.Requeue == 0 || d < st.Requeue {
-			st.Requeue = d
+}
+
+// noteStrays is noteFailures for the operations no Service holds: each is
+// retried with backoff, as a Service is, by an incremental sync that puts
+// it in scope (retryStrays); the kernel is not re-read for them.
+func (r *Reconciler) noteStrays(now time.Time, out outcome) {
+	cleared := 0
+	for k, f := range r.strays {
+		if _, failed := out.strays[k]; !failed && f.due(now) {
+			delete(r.strays, k)
+			cleared++
 		}
+	}
+	if cleared > 0 {
+		r.log.Info("operations of no Service applied after failures", zap.Int("applied", cleared), zap.Int("retrying", len(r.strays)))
+	}
+	var news []error // failures not logged before: one line for them all
+	for k, err := range out.strays {
+		f := r.strays[k]
+		if f == nil {
+			f = &failure{}
+			r.strays[k] = f
+		}
+		if f.err == nil || f.err.Error() != err.Error() {
+			news = append(news, err)
+		}
+		f.err, f.count = err, f.count+1
+		f.next = now.Add(retryDelay(f.count))
+	}
+	if len(news) > 0 {
+		r.log.Warn("operations of no Service failed", zap.Int("failed", len(news)), zap.Int("retrying", len(r.strays)), zap.Error(joinCapped(news)))
 	}
 }
 
@@ -192,9 +304,89 @@ func retryDelay(n int) time.Duration {
 func (r *Reconciler) dueRetries(now time.Time) []model.ServiceName {
 	var out []model.ServiceName
 	for name, f := range r.failing {
-		if !now.Before(f.next) {
+		if f.due(now) {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// backingOff lists the failing Services whose retry is not due at now and
+// that did not change themselves: a sync that re-translates them anyway (a
+// full one, or after a Node change) holds their operations back, so that
+// their backoff holds whatever else syncs. A Service whose own object
+// changed is tried at once: its owner may have fixed it.
+func (r *Reconciler) backingOff(now time.Time, changed []model.ServiceName) map[model.ServiceName]bool {
+	out := map[model.ServiceName]bool{}
+	for name, f := range r.failing {
+		if !f.due(now) {
+			out[name] = true
+		}
+	}
+	for _, name := range changed {
+		delete(out, name)
+	}
+	return out
+}
+
+// widenRetries puts in an incremental sync's scope what the kernel holds
+// on the addresses of the retries due: the failed operations of no Service
+// whose retry is due, and the frontends of the failing Services retried
+// (due). A retry's translation equals the one whose operations failed, so
+// its own scope lacks what the kernel still holds and no translation
+// names (a member to remove), and what the failure held back (apply's
+// holdAddr and kept): the address's binding, its virtual servers and
+// every set member on it.
+func (r *Reconciler) widenRetries(now time.Time, scope plan.Scope, due []model.ServiceName) {
+	addrs := map[netip.Addr]struct{}{}
+	for k, f := range r.strays {
+		if f.due(now) {
+			if a := k.addTo(scope); a.IsValid() {
+				addrs[a] = struct{}{}
+			}
+		}
+	}
+	for _, name := range due {
+		res := r.desired.whole[name]
+		for _, svc := range res.Services {
+			if svc.Key.Addr.IsValid() {
+				addrs[svc.Key.Addr] = struct{}{}
+			}
+		}
+		for _, a := range res.Addrs {
+			addrs[a] = struct{}{}
+		}
+	}
+	if len(addrs) == 0 {
+		return
+	}
+	for a := range addrs {
+		scope.Addrs[a] = struct{}{}
+	}
+	for _, s := range []model.State{r.observed, r.desired.state} {
+		for e := range s.Sets {
+			if _, ok := addrs[e.Addr()]; ok {
+				scope.Sets[e] = struct{}{}
+			}
+		}
+		for k := range s.Services {
+			if _, ok := addrs[k.Addr]; ok {
+				scope.Keys[k] = struct{}{}
+			}
+		}
+	}
+}
+
+// errBackingOff is what a held-back operation counts as in the applier:
+// failed, for what its failure holds back, without being sent.
+var errBackingOff = errors.New("backing off until its retry is due")
+
+// backsOff tells whether op belongs to a Service or is an operation of no
+// Service whose retry is not due.
+func (r *Reconciler) backsOff(op plan.Op, now time.Time) bool {
+	if name, ok := r.serviceOf(op); ok {
+		return r.holding[name]
+	}
+	f, ok := r.strays[strayOf(op)]
+	return ok && !f.due(now)
 }

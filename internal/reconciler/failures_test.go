@@ -78,10 +78,10 @@ func TestKernelLackingASchedulerFailsOnlyThatService(t *testing.T) {
 	}
 }
 
-// TestEveryOperationFailingFailsTheSync: when every operation of more
-// than one Service fails, the kernel is what is wrong: the sync fails, and
-// its error spells out a few failures and counts the rest.
-func TestEveryOperationFailingFailsTheSync(t *testing.T) {
+// TestKernelRefusingEverythingFailsTheSync: when operations fail and the
+// kernel check (the canary) fails too, the kernel is what is wrong: the
+// sync fails, and its error spells out a few failures and counts the rest.
+func TestKernelRefusingEverythingFailsTheSync(t *testing.T) {
 	r := newRig(t)
 	for i := range 500 {
 		name := fmt.Sprintf("s%d", i)
@@ -95,10 +95,10 @@ func TestEveryOperationFailingFailsTheSync(t *testing.T) {
 	})
 	_, err := r.rec.Sync(context.Background(), false)
 	if err == nil {
-		t.Fatal("every operation failed, yet the sync succeeded")
+		t.Fatal("every operation and the kernel check failed, yet the sync succeeded")
 	}
 	msg := err.Error()
-	if len(msg) > 2000 || !strings.Contains(msg, "every operation failed") || !regexp.MustCompile(`and \d{3,} more`).MatchString(msg) {
+	if len(msg) > 2000 || !strings.Contains(msg, "kernel check after") || !regexp.MustCompile(`and \d{3,} more`).MatchString(msg) {
 		t.Fatalf("error (%d bytes) not capped as expected:\n%s", len(msg), msg)
 	}
 }
@@ -118,7 +118,7 @@ func TestCancellationStopsBetweenOperations(t *testing.T) {
 	changes := 0
 	r.fake.FailWhen(func(c fake.Call) error {
 		switch c.Method {
-		case "Observe", "Conns", "EnsureShim":
+		case "Observe", "Conns", "EnsureShim", "LinkFamilies":
 			return nil
 		}
 		if changes++; changes == 100 {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -81,8 +82,12 @@ type Reconciler struct {
 	desired desiredSet
 	drains  map[dataplane.RealRef]time.Time
 	metrics syncMetrics
-	// failing are the Services whose operations failed, retried with backoff.
+	// failing are the Services whose operations failed, retried with
+	// backoff; holding those this sync holds back (backingOff); strays the
+	// failed operations of no Service, retried with backoff too.
 	failing map[model.ServiceName]*failure
+	holding map[model.ServiceName]bool
+	strays  map[strayKey]*failure
 	// refused are the desired frontends the plan refuses, and why, so that
 	// each is reported once.
 	refused map[model.VSKey]plan.Refusal
@@ -93,6 +98,12 @@ type Reconciler struct {
 	made map[model.VSKey]struct{}
 	// node is what the last translation knew of this node's Node.
 	node NodeStatus
+	// served are the families translated for: the configured ones the
+	// link can hold addresses of now (families.go). Read from any
+	// goroutine (NodePortAddrs). refamily: they changed, so every Service
+	// is translated again.
+	served   atomic.Pointer[model.Families]
+	refamily bool
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.
@@ -129,6 +140,7 @@ func New(opt Options) *Reconciler {
 		desired: newDesiredSet(),
 		drains:  map[dataplane.RealRef]time.Time{},
 		failing: map[model.ServiceName]*failure{},
+		strays:  map[strayKey]*failure{},
 		refused: map[model.VSKey]plan.Refusal{},
 		told:    map[model.ServiceName]*told{},
 		made:    map[model.VSKey]struct{}{},
@@ -138,6 +150,7 @@ func New(opt Options) *Reconciler {
 	}
 	r.pub.reset()
 	r.pub.store(Status{}, NodeStatus{}, nil, counts{})
+	r.served.Store(&opt.Translate.Families)
 	return r
 }
 
@@ -155,6 +168,7 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	if err := r.opt.Dataplane.Init(ctx); err != nil {
 		return err
 	}
+	r.readFamilies(ctx)
 	// In NodeCIDR mode the Node is not known yet: the first sync writes
 	// the rules once it is, rather than rules without the pod CIDRs now.
 	if cfg, err := r.shimConfig(); err == nil {
@@ -191,6 +205,7 @@ func (r *Reconciler) shimConfig() (shim.Config, error) {
 // node's own addresses are the store's when a watcher keeps them there.
 func (r *Reconciler) translateConfig() translate.Config {
 	cfg := r.opt.Translate
+	cfg.Families = *r.served.Load()
 	if addrs, ok := r.opt.Store.HostAddrs(); ok {
 		cfg.HostAddrs = addrs
 	}

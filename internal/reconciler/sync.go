@@ -57,6 +57,9 @@ type Status struct {
 func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	st := Status{Time: r.opt.Now()}
 	synced := r.opt.Store.Synced()
+	if !r.opt.DryRun {
+		r.readFamilies(ctx)
+	}
 	// The first sync after every source has synced is full: only then may
 	// what nobody asked for be pruned.
 	st.Full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
@@ -83,7 +86,8 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if st.Full || (r.folded != nil && r.folded.rulesMissing) || !shimCfg.Equal(r.shimCfg) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
-	out, ops := r.apply(ctx, passes)
+	out, ops := r.apply(ctx, passes, st.Time)
+	r.canary(ctx, &out)
 	st.Ops = out.planned
 	r.drift.note(r.touched, ops, st.Full)
 	st.Failed = out.failed
@@ -145,14 +149,18 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 // of an object proves nothing yet. It also returns the Services whose
 // operations the plan covers.
 func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.Pass, map[model.ServiceName]struct{}) {
-	scope, tried := r.retranslate(st)
+	scope, tried, due := r.retranslate(st)
 	if st.Full {
 		scope = r.everything()
 		for name := range r.desired.results {
 			tried[name] = struct{}{}
 		}
 	} else {
+		r.widenRetries(st.Time, scope, due)
 		r.folded, st.Drift = r.foldDrift(scope)
+	}
+	for name := range r.holding {
+		delete(tried, name) // nothing of it is tried
 	}
 	st.Checked = st.Full || r.folded != nil
 	r.touched = scope
@@ -232,23 +240,27 @@ func (r *Reconciler) observe(ctx context.Context) error {
 }
 
 // retranslate translates every Service that changed and folds the results
-// into the desired set; it returns the scope those changes touch and the
-// Services translated. Failing Services whose retry is due are translated
-// again with the changed ones.
-func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}) {
+// into the desired set; it returns the scope those changes touch, the
+// Services translated and the failing ones among them whose retry is due
+// (translated again with the changed ones).
+func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}, []model.ServiceName) {
 	scope := plan.NewScope()
 	if st.Full {
 		scope = plan.Scope{} // the plan covers everything: nothing to record
 	}
 	changes := r.opt.Store.Take()
 	r.metrics.took(changes.Triggers)
-	names := append(changes.Services, r.dueRetries(st.Time)...)
+	r.holding = r.backingOff(st.Time, changes.Services)
+	due := r.dueRetries(st.Time)
+	names := append(slices.Clone(changes.Services), due...)
 	node, cfg := r.opt.Store.Node(), r.translateConfig()
 	r.node = nodeStatus(node)
-	if changes.Node {
+	if changes.Node || r.refamily {
 		// Every Service may translate differently on a new Node (addresses,
-		// zone): all held ones, and all translated before (deleted since).
+		// zone) or families: all held ones, and all translated before
+		// (deleted since).
 		names = append(names, append(r.opt.Store.ServiceNames(), r.desired.names()...)...)
+		r.refamily = false
 	}
 	names = slices.Compact(slices.SortedFunc(slices.Values(names), model.ServiceName.Compare))
 	tried := make(map[model.ServiceName]struct{}, len(names))
@@ -275,7 +287,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			r.sayOnce(c.loser, "DuplicateVirtualServer", c)
 		}
 	}
-	return scope, tried
+	return scope, tried, due
 }
 
 // translation is one Service's translation, with the object translated.

@@ -86,11 +86,12 @@ func TestReport(t *testing.T) {
 	}
 	// web-3 leaves its slice with a connection open: it drains (and, its
 	// endpoint gone, shows no pod). Removing
-	// its hairpin set member fails with an error that says the agent
-	// cannot change the kernel at all (one Service's failure would not
-	// fail the sync).
+	// its hairpin set member fails, and so does the kernel check after it:
+	// the agent cannot change the kernel at all (one operation's failure
+	// alone would not fail the sync).
 	kernel.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.3.2:8080")}, model.Conns{Active: 1})
 	kernel.FailNext("DeleteSetEntry", fmt.Errorf("boom: %w", fs.ErrPermission))
+	kernel.FailNext("Probe", fmt.Errorf("probe: %w", fs.ErrPermission))
 	clock = now.Add(-42 * time.Second)
 	store.SetSlice(webSlice(false))
 	if _, err := rec.Sync(ctx, false); err == nil {
@@ -98,7 +99,8 @@ func TestReport(t *testing.T) {
 	}
 
 	rep := Build("node-a", rec.View())
-	want := `node node-a; last sync 42s ago (incremental, 2 ops, 1 failed, 1 draining, took 0s): FAILED: ipset del KUBE-IPVS-LOOP-BACK 10.244.3.2,tcp:8080,10.244.3.2: boom: permission denied
+	want := `node node-a; last sync 42s ago (incremental, 2 ops, 1 failed, 1 draining, took 0s): FAILED: kernel check after 1 failed operations: probe: permission denied
+ipset del KUBE-IPVS-LOOP-BACK 10.244.3.2,tcp:8080,10.244.3.2: boom: permission denied
 VIPs on kube-ipvs0: 10.96.0.10
 
 -t 10.96.0.10:80 sh (annotation) persistent 10800  default/web port http (ClusterIP)

@@ -1,10 +1,13 @@
 package dataplanetest
 
 import (
+	"errors"
+	"io/fs"
 	"net/netip"
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // linkTests are the contract of dataplane.Link.
@@ -13,6 +16,16 @@ var linkTests = []contractTest[dataplane.Dataplane]{
 	{"AddressesNeedLink", testAddressesNeedLink},
 	{"InitIdempotent", testInitIdempotent},
 	{"DeleteLink", testDeleteLink},
+	{"Probe", testProbe},
+	{"IPv6Disabled", testIPv6Disabled},
+}
+
+// IPv6Switch is what a dataplane under test offers to switch IPv6 off on
+// its link, as a node's sysctls do (net.ipv6.conf.*.disable_ipv6): the
+// fake's control, or a sysctl write on a real kernel. A dataplane without
+// it skips the test that needs it.
+type IPv6Switch interface {
+	SetIPv6Disabled(off bool) error
 }
 
 func testAddresses(t *testing.T, dp dataplane.Dataplane) {
@@ -71,4 +84,59 @@ func testDeleteLink(t *testing.T, dp dataplane.Dataplane) {
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(tcp4(vip4, 80)))))
 	must(t, "bind after re-init", dp.AddAddr(ctx, vip4))
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4}, svcOf(rr(tcp4(vip4, 80)))))
+}
+
+// testProbe: the canary answers on a kernel the agent can program, and
+// fails once the link is gone (nothing could be bound any more).
+func testProbe(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	must(t, "init", dp.Init(ctx))
+	must(t, "probe", dp.Probe(ctx))
+	must(t, "delete link", dp.DeleteLink(ctx))
+	if err := dp.Probe(ctx); err == nil {
+		t.Fatal("probe without the link succeeded")
+	}
+	must(t, "init again", dp.Init(ctx))
+	must(t, "probe after re-init", dp.Probe(ctx))
+}
+
+// testIPv6Disabled: with IPv6 disabled on the link the kernel drops the
+// link's IPv6 addresses and refuses new ones with EACCES (a permission
+// error about that one address: the probe still answers and IPv4 binds
+// go on), and LinkFamilies says so; switched on again, IPv6 binds work.
+func testIPv6Disabled(t *testing.T, dp dataplane.Dataplane) {
+	sw, ok := dp.(IPv6Switch)
+	if !ok {
+		t.Skip("this dataplane cannot switch IPv6 off")
+	}
+	ctx := ctxFor(t)
+	must(t, "init", dp.Init(ctx))
+	families := func(want model.Families) {
+		t.Helper()
+		got, err := dp.LinkFamilies(ctx)
+		must(t, "link families", err)
+		if got != want {
+			t.Fatalf("link families %s, want %s", got, want)
+		}
+	}
+	dual := model.Families{IPv4: true, IPv6: true}
+	families(dual)
+	must(t, "bind v6", dp.AddAddr(ctx, vip6))
+	must(t, "bind v4", dp.AddAddr(ctx, vip4))
+
+	must(t, "switch IPv6 off", sw.SetIPv6Disabled(true))
+	t.Cleanup(func() { _ = sw.SetIPv6Disabled(false) })
+	families(model.Families{IPv4: true})
+	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4}))
+	err := dp.AddAddr(ctx, vip6b)
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("bind v6 with IPv6 off: %v, want a permission error (EACCES)", err)
+	}
+	must(t, "bind v4 with IPv6 off", dp.AddAddr(ctx, vip4b))
+	must(t, "add a v6 virtual server with IPv6 off", dp.AddService(ctx, rr(model.NewVSKey(model.TCP, vip6, 80))))
+	must(t, "probe with IPv6 off", dp.Probe(ctx))
+
+	must(t, "switch IPv6 on", sw.SetIPv6Disabled(false))
+	families(dual)
+	must(t, "bind v6 again", dp.AddAddr(ctx, vip6b))
 }

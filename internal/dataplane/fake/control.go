@@ -219,3 +219,21 @@ func (f *Fake) FlushRules() {
 	defer f.mu.Unlock()
 	f.shimCfg = nil
 }
+
+// SetIPv6Disabled switches IPv6 off (or on again) on the link, as writing
+// net.ipv6.conf.<link>.disable_ipv6 does: switched off, the link loses its
+// IPv6 addresses and refuses new ones with EACCES; the IPVS table keeps
+// its IPv6 virtual servers.
+func (f *Fake) SetIPv6Disabled(off bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noIPv6 = off
+	if off {
+		for a := range f.addrs {
+			if a.Is6() {
+				delete(f.addrs, a)
+			}
+		}
+	}
+	return nil
+}

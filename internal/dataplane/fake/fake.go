@@ -48,6 +48,8 @@ type Fake struct {
 	link    bool
 	addrs   map[netip.Addr]struct{}
 	sysctls map[string]string
+	// noIPv6: IPv6 is disabled on the link (SetIPv6Disabled).
+	noIPv6 bool
 
 	// Netfilter (shim.go): the sets that exist with their members, the
 	// config the rules were last written for (nil: no rules), how many

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"syscall"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Init creates the link if missing and sets the sysctls, like linux.Init.
@@ -34,6 +36,10 @@ func (f *Fake) AddAddr(ctx context.Context, addr netip.Addr) error {
 		return fmt.Errorf("bind %s: link %s %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
 	}
 	addr = addr.Unmap()
+	if addr.Is6() && f.noIPv6 {
+		// The kernel refuses an address of a family disabled on the link.
+		return fmt.Errorf("bind %s to %s: %w", addr, dataplane.LinkName, syscall.EACCES)
+	}
 	if _, ok := f.addrs[addr]; ok {
 		return fmt.Errorf("bind %s to %s: %w", addr, dataplane.LinkName, dataplane.ErrExist)
 	}
@@ -72,5 +78,28 @@ func (f *Fake) DeleteLink(ctx context.Context) error {
 	}
 	f.link = false
 	clear(f.addrs)
+	return nil
+}
+
+// LinkFamilies is IPv4, and IPv6 unless SetIPv6Disabled switched it off.
+func (f *Fake) LinkFamilies(ctx context.Context) (model.Families, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "LinkFamilies", nil); err != nil {
+		return model.Families{}, err
+	}
+	return model.Families{IPv4: true, IPv6: !f.noIPv6}, nil
+}
+
+// Probe answers unless the link is gone, as the kernel's lookup of it.
+func (f *Fake) Probe(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin(ctx, "Probe", nil); err != nil {
+		return err
+	}
+	if !f.link {
+		return fmt.Errorf("probe: link %s %w", dataplane.LinkName, dataplane.ErrNotExist)
+	}
 	return nil
 }

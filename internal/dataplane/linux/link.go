@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // Sysctls IPVS needs on every kernel (the same kube-proxy's IPVS mode sets):
@@ -322,6 +323,46 @@ func (d *Dataplane) DeleteLink(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("delete link %s: %w", d.linkName, err)
+	}
+	return nil
+}
+
+// LinkFamilies reads whether IPv6 is usable on the link: the link's own
+// disable_ipv6, or, before the link exists, conf/default's (which a link
+// made later starts from). A kernel without IPv6 (ipv6.disable=1) has no
+// net/ipv6 sysctls at all: kube-proxy finds the same kernel by its missing
+// /proc/net/if_inet6 and runs single-stack IPv4 there.
+func (d *Dataplane) LinkFamilies(ctx context.Context) (model.Families, error) {
+	if err := ctx.Err(); err != nil {
+		return model.Families{}, err
+	}
+	conf := filepath.Join(d.procSys, "net/ipv6/conf")
+	for _, dev := range []string{d.linkName, "default"} {
+		b, err := os.ReadFile(filepath.Join(conf, dev, "disable_ipv6"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return model.Families{}, fmt.Errorf("read IPv6 state of %s: %w", dev, err)
+		}
+		return model.Families{IPv4: true, IPv6: strings.TrimSpace(string(b)) == "0"}, nil
+	}
+	return model.Families{IPv4: true}, nil
+}
+
+// Probe asks IPVS for its configuration and rtnetlink for the link, on the
+// sockets every change goes through: both answer unless the kernel refuses
+// the agent as a whole (see dataplane.Dataplane.Probe).
+func (d *Dataplane) Probe(ctx context.Context) error {
+	err := d.do(ctx, "probe", func(h *handles) error {
+		if _, err := h.ipvs.GetConfig(); err != nil {
+			return fmt.Errorf("read IPVS configuration: %w", err)
+		}
+		_, err := d.linkFor(h)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("probe the kernel: %w", err)
 	}
 	return nil
 }

@@ -65,5 +65,17 @@ func newLinux(t *testing.T) dataplane.Dataplane {
 }
 
 func TestContract(t *testing.T) {
-	dataplanetest.Run(t, newLinux)
+	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return switchable{newLinux(t)} })
+}
+
+// switchable is a linux dataplane the contract suite can switch IPv6 off
+// on, by the link's disable_ipv6 sysctl, as a node's hardening does.
+type switchable struct{ dataplane.Dataplane }
+
+func (s switchable) SetIPv6Disabled(off bool) error {
+	v := "0"
+	if off {
+		v = "1"
+	}
+	return os.WriteFile("/proc/sys/net/ipv6/conf/"+dataplane.LinkName+"/disable_ipv6", []byte(v), 0o644)
 }
