@@ -245,6 +245,18 @@ func TestSetNames(t *testing.T) {
 		if !IsOurs(s.Name) || IsKubeProxySet(s.Name) {
 			t.Errorf("set %s: ours %v, kube-proxy's %v", s.Name, IsOurs(s.Name), IsKubeProxySet(s.Name))
 		}
+		// Its replacement is a name of its own: never taken for the set
+		// itself (AddSetEntry refuses it), never kube-proxy's.
+		r := ReplacementName(s.Name)
+		if len(r) > 31 || !IsReplacement(r) || IsOurs(r) || IsKubeProxySet(r) || IsReplacement(s.Name) {
+			t.Errorf("replacement %s of %s: %d characters, a replacement %v, ours %v, kube-proxy's %v",
+				r, s.Name, len(r), IsReplacement(r), IsOurs(r), IsKubeProxySet(r))
+		}
+	}
+	for _, name := range []string{"KUBE-IPVS-FOO-NEW", "KUBE-CLUSTER-IP-NEW", "-NEW"} {
+		if IsReplacement(name) {
+			t.Errorf("%s taken for a replacement of one of ours", name)
+		}
 	}
 	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-6-CLUSTER-IP", "KUBE-IPVS-IPS", "KUBE-6-IPVS-IPS",
 		// As kube-proxy v1.37 names them, cut to 31 characters.

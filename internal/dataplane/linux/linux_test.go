@@ -65,5 +65,5 @@ func newLinux(t *testing.T) dataplane.Dataplane {
 }
 
 func TestContract(t *testing.T) {
-	dataplanetest.Run(t, newLinux)
+	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return dataplaneMakingSets{newLinux(t)} })
 }

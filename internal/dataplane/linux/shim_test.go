@@ -117,7 +117,7 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	}
 	needBackend(t, b)
 	t.Run("Contract", func(t *testing.T) {
-		dataplanetest.RunNetfilter(t, func(t *testing.T) dataplane.Netfilter { return newShim(t, b) })
+		dataplanetest.RunNetfilter(t, func(t *testing.T) dataplane.Netfilter { return netfilterMakingSets{newShim(t, b)} })
 	})
 	t.Run("RulesWrittenOnlyOnChange", func(t *testing.T) { testRulesOnlyOnChange(t, b) })
 	t.Run("AtomicReplacement", func(t *testing.T) { testAtomicReplacement(t, b) })
