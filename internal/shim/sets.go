@@ -162,6 +162,12 @@ func (k SetKind) NamesFrontend() bool { return k.info().frontend }
 // GuardsSource tells whether a member is part of a source-range filter.
 func (k SetKind) GuardsSource() bool { return k.info().guardsSource }
 
+// GuardsVIP tells whether a member must be in place before its address is
+// bound: a source-range filter's, and the VIPs member itself, without which
+// the address accepts new connections on every port a host socket listens
+// on (sshd, the kubelet) instead of only on its frontends' ports.
+func (k SetKind) GuardsVIP() bool { return k.GuardsSource() || k == VIPs }
+
 // setFamily is one of our sets: a kind in a family.
 type setFamily struct {
 	kind SetKind
