@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -110,7 +111,7 @@ func isSetExists(err error) bool {
 
 // destroySet destroys one set; a missing one is not an error.
 func (s *Shim) destroySet(ctx context.Context, name string) error {
-	err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(name) })
+	err := s.whenNotBusy(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(name) })
 	if err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("destroy ipset %s: %w", name, err)
 	}
@@ -130,7 +131,7 @@ func (s *Shim) swapIn(ctx context.Context, def shim.SetDef) error {
 	}
 	err := s.copyMembers(ctx, def, tmp)
 	if err == nil {
-		err = s.ipsets.run(ctx, "swap ipsets", func(h ipsetHandle) error { return h.IpsetSwap(tmp, def.Name) })
+		err = s.whenNotBusy(ctx, "swap ipsets", func(h ipsetHandle) error { return h.IpsetSwap(tmp, def.Name) })
 		if err != nil {
 			err = fmt.Errorf("swap in %s: %w", tmp, err)
 		}
@@ -141,6 +142,30 @@ func (s *Shim) swapIn(ctx context.Context, def shim.SetDef) error {
 		err = errors.Join(err, derr)
 	}
 	return err
+}
+
+// Busy sets: the kernel will not swap or destroy a set while a listing of
+// it is under way (anyone's `ipset list`), and answers EBUSY or
+// IPSET_ERR_BUSY. A listing takes moments, so the request is tried again.
+const (
+	busyTries = 20
+	busyWait  = 50 * time.Millisecond
+)
+
+// whenNotBusy runs an ipset request, again while the kernel finds the set
+// busy, up to busyTries times.
+func (s *Shim) whenNotBusy(ctx context.Context, what string, fn func(ipsetHandle) error) error {
+	for try := 1; ; try++ {
+		err := s.ipsets.run(ctx, what, fn)
+		if try == busyTries || !(errors.Is(err, syscall.EBUSY) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_BUSY))) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(busyWait):
+		}
+	}
 }
 
 // copyMembers adds every member of def's set to the set named to.

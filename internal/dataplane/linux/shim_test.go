@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -124,6 +125,7 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	t.Run("RemoveLeavesForeignRules", func(t *testing.T) { testRemoveForeign(t, b) })
 	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
 	t.Run("ThousandMembers", func(t *testing.T) { testThousandMembers(t, b) })
+	t.Run("SmallSetSwappedUnderItsRules", func(t *testing.T) { testSmallSetSwapped(t, b) })
 	if b == shim.BackendNFT {
 		t.Run("InPlaceByGeneration", testInPlaceByGeneration)
 	}
@@ -306,6 +308,76 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 	t.Logf("%d rewrites, %d concurrent listings", rounds, reads)
 	if len(bad) > 0 {
 		t.Fatalf("%d listings saw a partial chain, first: %s", len(bad), bad[0])
+	}
+}
+
+// testSmallSetSwapped: a VIPs set an older version made with a small
+// maxelem, matched by a rule, is replaced by EnsureShim while a reader
+// lists it: every listing holds every member, the rule matches the
+// replacement, and no replacement set is left behind.
+func testSmallSetSwapped(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	def := shim.SetDef{Kind: shim.VIPs, Name: shim.VIPs.Name(false), Type: shim.HashIP}
+	const n = 5000
+	if err := makeIPSet(def, n); err != nil {
+		t.Fatal(err)
+	}
+	var restore strings.Builder
+	for i := range n {
+		fmt.Fprintf(&restore, "add %s %s\n", def.Name, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}))
+	}
+	cmd := exec.Command("ipset", "restore")
+	cmd.Stdin = strings.NewReader(restore.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ipset restore: %v\n%s", err, out)
+	}
+	iptables := b.Command("iptables")
+	run(t, iptables, "-w", "-N", "VIPSET-TEST")
+	run(t, iptables, "-w", "-A", "VIPSET-TEST", "-m", "set", "--match-set", def.Name, "dst", "-j", "RETURN")
+	t.Cleanup(func() {
+		_ = exec.Command(iptables, "-w", "-F", "VIPSET-TEST").Run()
+		_ = exec.Command(iptables, "-w", "-X", "VIPSET-TEST").Run()
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads int
+	var bad []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			out, err := exec.Command("ipset", "list", "-t", def.Name).CombinedOutput()
+			reads++
+			if err != nil || !strings.Contains(string(out), fmt.Sprintf("Number of entries: %d\n", n)) {
+				bad = append(bad, fmt.Sprintf("%v: %s", err, out))
+			}
+		}
+	}()
+	err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d listings while the set was replaced", reads)
+	if len(bad) > 0 {
+		t.Fatalf("%d listings saw the set without its %d members, first: %s", len(bad), n, bad[0])
+	}
+	header := run(t, "ipset", "list", "-t", def.Name)
+	maxElem := regexp.MustCompile(fmt.Sprintf(`maxelem %d\b`, shim.MaxSetMembers))
+	if !maxElem.MatchString(header) || !strings.Contains(header, fmt.Sprintf("Number of entries: %d\n", n)) {
+		t.Fatalf("after the replacement:\n%s", header)
+	}
+	if rules := run(t, iptables, "-w", "-S", "VIPSET-TEST"); !strings.Contains(rules, "--match-set "+def.Name+" dst") {
+		t.Fatalf("the rule lost its set:\n%s", rules)
+	}
+	if names := run(t, "ipset", "list", "-n"); strings.Contains(names, shim.ReplacementName(def.Name)) {
+		t.Fatalf("a replacement set was left behind:\n%s", names)
 	}
 }
 
