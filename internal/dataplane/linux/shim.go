@@ -269,9 +269,17 @@ func (s *Shim) ensure(ctx context.Context, cfg shim.Config) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.ensureSets(ctx, cfg); err != nil {
-		return err
-	}
+	// The rules are written even when a set could not be made or replaced:
+	// the sets there are keep being matched, and a replacement that had to
+	// remove the rules (recreate) must not leave the node without them. A
+	// rule naming a missing set fails its family's restore as a whole.
+	setsErr := s.ensureSets(ctx, cfg)
+	return errors.Join(setsErr, s.ensureRules(ctx, cfg))
+}
+
+// ensureRules rewrites the rules of each family whose chains or jumps
+// differ from cfg's. The caller holds s.mu.
+func (s *Shim) ensureRules(ctx context.Context, cfg shim.Config) error {
 	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
 		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
 			// A node without ip6tables has no IPv6 netfilter to shim;

@@ -146,7 +146,8 @@ func (s *Shim) swapIn(ctx context.Context, def shim.SetDef) error {
 
 // Busy sets: the kernel will not swap or destroy a set while a listing of
 // it is under way (anyone's `ipset list`), and answers EBUSY or
-// IPSET_ERR_BUSY. A listing takes moments, so the request is tried again.
+// IPSET_ERR_BUSY. A listing takes moments, so the request is tried again
+// (a set that rules match stays busy for a destroy: see recreate).
 const (
 	busyTries = 20
 	busyWait  = 50 * time.Millisecond
@@ -157,7 +158,7 @@ const (
 func (s *Shim) whenNotBusy(ctx context.Context, what string, fn func(ipsetHandle) error) error {
 	for try := 1; ; try++ {
 		err := s.ipsets.run(ctx, what, fn)
-		if try == busyTries || !(errors.Is(err, syscall.EBUSY) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_BUSY))) {
+		if try == busyTries || !isBusy(err) {
 			return err
 		}
 		select {
@@ -166,6 +167,12 @@ func (s *Shim) whenNotBusy(ctx context.Context, what string, fn func(ipsetHandle
 		case <-time.After(busyWait):
 		}
 	}
+}
+
+// isBusy tells whether the kernel found a set in use: listed, or (for a
+// destroy) matched by a rule.
+func isBusy(err error) bool {
+	return errors.Is(err, syscall.EBUSY) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_BUSY))
 }
 
 // copyMembers adds every member of def's set to the set named to.
@@ -200,21 +207,21 @@ func (s *Shim) copyMembers(ctx context.Context, def shim.SetDef, to string) erro
 // recreate replaces def's set by one of another type or family, which the
 // kernel will not swap with it: the set is destroyed and made again, empty
 // (its members are of another shape; the next full read of the kernel
-// finds none). A set that rules still match cannot be destroyed: the
-// shim's own chains, which match sets by name, are removed first and
-// written again by ensure right after. Rules that match a set of another
-// type or family never match as the shim means them, so nothing they did
-// is lost in between.
+// finds none). A set that rules match cannot be destroyed (the kernel
+// finds it busy): the shim's own chains, which match sets by name, are
+// removed first and written again by ensure right after. Rules that match
+// a set of another type or family never match as the shim means them, so
+// nothing they did is lost in between.
 func (s *Shim) recreate(ctx context.Context, def shim.SetDef) error {
-	err := s.destroySet(ctx, def.Name)
-	if errors.Is(err, nl.IPSetError(nl.IPSET_ERR_REFERENCED)) {
+	err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(def.Name) })
+	if isBusy(err) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_REFERENCED)) {
 		if rerr := s.removeChains(ctx, shim.OurChains()); rerr != nil {
-			return fmt.Errorf("%w; removing the rules that match it: %w", err, rerr)
+			return fmt.Errorf("destroy ipset %s: %w; removing the rules that match it: %w", def.Name, err, rerr)
 		}
 		err = s.destroySet(ctx, def.Name)
 	}
-	if err != nil {
-		return err
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("destroy ipset %s: %w", def.Name, err)
 	}
 	return s.createSet(ctx, def.Name, def)
 }

@@ -126,6 +126,7 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
 	t.Run("ThousandMembers", func(t *testing.T) { testThousandMembers(t, b) })
 	t.Run("SmallSetSwappedUnderItsRules", func(t *testing.T) { testSmallSetSwapped(t, b) })
+	t.Run("OtherTypeUnderRules", func(t *testing.T) { testOtherTypeUnderRules(t, b) })
 	if b == shim.BackendNFT {
 		t.Run("InPlaceByGeneration", testInPlaceByGeneration)
 	}
@@ -379,6 +380,78 @@ func testSmallSetSwapped(t *testing.T, b shim.Backend) {
 	if names := run(t, "ipset", "list", "-n"); strings.Contains(names, shim.ReplacementName(def.Name)) {
 		t.Fatalf("a replacement set was left behind:\n%s", names)
 	}
+}
+
+// testOtherTypeUnderRules: a set under the shim's name but of another
+// type, which the kernel will not swap, matched by the shim's own rules,
+// is made again with the shim's type and the rules are written back. One
+// that a foreign rule matches too cannot be destroyed: EnsureShim says
+// so, and still writes the shim's rules.
+func testOtherTypeUnderRules(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	cfg := shim.Config{Families: model.Families{IPv4: true}}
+	other := shim.SetDef{Kind: shim.VIPs, Name: shim.VIPs.Name(false), Type: shim.HashIPPort}
+	oldSets := func() {
+		t.Helper()
+		for _, def := range shim.Sets(true, false) {
+			if def.Name == other.Name {
+				def = other
+			}
+			if err := makeIPSet(def, shim.MaxSetMembers); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	typeOf := func() string {
+		t.Helper()
+		_, rest, _ := strings.Cut(run(t, "ipset", "list", "-t", other.Name), "Type: ")
+		typ, _, _ := strings.Cut(rest, "\n")
+		return typ
+	}
+	inPlace := func(what string) {
+		t.Helper()
+		if ok, err := s.ShimInPlace(ctx, cfg); err != nil || !ok {
+			t.Fatalf("%s: rules in place %v, %v", what, ok, err)
+		}
+	}
+	oldSets()
+	rules := shim.Rules(cfg, false)
+	_, missing := rules.Plan(shim.ParseSave(run(t, b.Command("iptables-save"))))
+	restore := exec.Command(b.Command("iptables-restore"), "--noflush")
+	restore.Stdin = strings.NewReader(rules.Restore(missing))
+	if out, err := restore.CombinedOutput(); err != nil {
+		t.Fatalf("write the rules over the other set: %v\n%s", err, out)
+	}
+	if err := s.EnsureShim(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := typeOf(); got != string(shim.HashIP) {
+		t.Fatalf("%s is %s after EnsureShim, want %s", other.Name, got, shim.HashIP)
+	}
+	inPlace("after the set was made again")
+	if err := s.AddSetEntry(ctx, shim.VIPEntry(netip.MustParseAddr("10.96.0.1"))); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.DeleteShim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldSets()
+	iptables := b.Command("iptables")
+	run(t, iptables, "-w", "-N", "FOREIGN-TEST")
+	run(t, iptables, "-w", "-A", "FOREIGN-TEST", "-m", "set", "--match-set", other.Name, "dst,dst", "-j", "RETURN")
+	t.Cleanup(func() {
+		_ = exec.Command(iptables, "-w", "-F", "FOREIGN-TEST").Run()
+		_ = exec.Command(iptables, "-w", "-X", "FOREIGN-TEST").Run()
+	})
+	err := s.EnsureShim(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "replace ipset "+other.Name) {
+		t.Fatalf("EnsureShim with a foreign rule on the other set: %v, want an error naming the set", err)
+	}
+	if got := typeOf(); got != string(shim.HashIPPort) {
+		t.Fatalf("%s is %s, want it left as it was", other.Name, got)
+	}
+	inPlace("after the failed replacement")
 }
 
 func testRemoveForeign(t *testing.T, b shim.Backend) {
