@@ -359,13 +359,15 @@ func testSmallSetSwapped(t *testing.T, b shim.Backend) {
 			}
 		}
 	}()
+	start := time.Now()
 	err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}})
+	took := time.Since(start)
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d listings while the set was replaced", reads)
+	t.Logf("EnsureShim replaced the set of %d members and wrote the rules in %s; %d listings meanwhile", n, took.Round(time.Millisecond), reads)
 	if len(bad) > 0 {
 		t.Fatalf("%d listings saw the set without its %d members, first: %s", len(bad), n, bad[0])
 	}
