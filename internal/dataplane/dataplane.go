@@ -33,6 +33,10 @@ var (
 	// ErrNotTried: Apply did not send the change, because its context
 	// ended first (the error wraps the context's too).
 	ErrNotTried = errors.New("not tried")
+	// ErrFull: a set already holds as many members as its maxelem allows
+	// and refuses another (the kernel's IPSET_ERR_HASH_FULL). A member that
+	// is there already is ErrExist, full or not.
+	ErrFull = errors.New("hash is full, cannot add more elements (IPSET_ERR_HASH_FULL)")
 )
 
 // RestoreError is a failed iptables-restore of the netfilter shim's rules

@@ -35,8 +35,9 @@ import (
 // reals cannot exist without it; the members would mark and filter a
 // frontend that is not there). A VIP whose virtual server could not be deleted stays bound
 // (the binding is what makes the server ours, so the next sync can still
-// remove it). A VIP whose source-range filter could not be put in place is
-// not bound either: it would go live unfiltered.
+// remove it). A VIP whose source-range filter or VIPs member could not be
+// put in place (a set full, say) is not bound either: it would go live
+// unfiltered, or answer on every port a host socket listens on.
 //
 // A frontend whose ownership record could not be written gets no virtual
 // server: made unrecorded, a crash could leave it owned by nobody. A
@@ -375,7 +376,7 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 	if op.Kind == plan.DeleteService {
 		a.kept[op.VS.Key.Addr] = true
 	}
-	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsSource() {
+	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
 		a.holdAddr[op.Entry.Addr()] = true
 	}
 	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {

@@ -11,6 +11,7 @@ package shim
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
@@ -94,14 +95,16 @@ var kindInfos = [...]kindInfo{
 	VIPs: {suffix: "VIPS", typ: HashIP},
 }
 
-// kinds lists every set kind in creation order.
 // MaxSetMembers is the maxelem every set is created with. The kernel's
 // default, 65,536, is what kube-proxy uses too; the LOOP-BACK set holds one
 // member per local endpoint and the others one per frontend, so a node of
 // a 10,000-Service cluster with 10 endpoints each needs 100,000. A hash set
 // grows as members come, so a larger bound costs nothing until it is used.
+// A set found with another maxelem (made by a version that used the
+// kernel's default) is replaced by one with this bound, members and all.
 const MaxSetMembers = 1 << 20
 
+// kinds lists every set kind in creation order.
 var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints, Frontends, VIPs}
 
 func (k SetKind) info() kindInfo {
@@ -159,6 +162,12 @@ func (k SetKind) NamesFrontend() bool { return k.info().frontend }
 // GuardsSource tells whether a member is part of a source-range filter.
 func (k SetKind) GuardsSource() bool { return k.info().guardsSource }
 
+// GuardsVIP tells whether a member must be in place before its address is
+// bound: a source-range filter's, and the VIPs member itself, without which
+// the address accepts new connections on every port a host socket listens
+// on (sshd, the kubelet) instead of only on its frontends' ports.
+func (k SetKind) GuardsVIP() bool { return k.GuardsSource() || k == VIPs }
+
 // setFamily is one of our sets: a kind in a family.
 type setFamily struct {
 	kind SetKind
@@ -215,6 +224,25 @@ func Sets(ipv4, ipv6 bool) []SetDef {
 func IsOurs(name string) bool {
 	_, _, ok := ParseSetName(name)
 	return ok
+}
+
+// replacementSuffix marks the set a replacement is built in before it is
+// swapped in (see ReplacementName). The longest name with it is 29
+// characters, inside ipset's 31.
+const replacementSuffix = "-NEW"
+
+// ReplacementName is the name of the set in which a replacement of the set
+// name is filled before the two are swapped: a set cannot be renamed while
+// rules match it, but it can be swapped, atomically, with one of the same
+// type and family.
+func ReplacementName(name string) string { return name + replacementSuffix }
+
+// IsReplacement tells whether an ipset name is a replacement of one of the
+// shim's sets, left behind when the agent stopped between making it and
+// swapping it in.
+func IsReplacement(name string) bool {
+	base, ok := strings.CutSuffix(name, replacementSuffix)
+	return ok && IsOurs(base)
 }
 
 // Entry builds a hash:ip,port member of a kind for addr's family.

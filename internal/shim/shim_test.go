@@ -245,6 +245,18 @@ func TestSetNames(t *testing.T) {
 		if !IsOurs(s.Name) || IsKubeProxySet(s.Name) {
 			t.Errorf("set %s: ours %v, kube-proxy's %v", s.Name, IsOurs(s.Name), IsKubeProxySet(s.Name))
 		}
+		// Its replacement is a name of its own: never taken for the set
+		// itself (AddSetEntry refuses it), never kube-proxy's.
+		r := ReplacementName(s.Name)
+		if len(r) > 31 || !IsReplacement(r) || IsOurs(r) || IsKubeProxySet(r) || IsReplacement(s.Name) {
+			t.Errorf("replacement %s of %s: %d characters, a replacement %v, ours %v, kube-proxy's %v",
+				r, s.Name, len(r), IsReplacement(r), IsOurs(r), IsKubeProxySet(r))
+		}
+	}
+	for _, name := range []string{"KUBE-IPVS-FOO-NEW", "KUBE-CLUSTER-IP-NEW", "-NEW"} {
+		if IsReplacement(name) {
+			t.Errorf("%s taken for a replacement of one of ours", name)
+		}
 	}
 	for _, name := range []string{"KUBE-CLUSTER-IP", "KUBE-6-CLUSTER-IP", "KUBE-IPVS-IPS", "KUBE-6-IPVS-IPS",
 		// As kube-proxy v1.37 names them, cut to 31 characters.
@@ -286,15 +298,16 @@ func TestSetKinds(t *testing.T) {
 		v4, v6           string
 		typ              IPSetType
 		frontend, guards bool
+		guardsVIP        bool
 	}{
-		{ClusterIP, "KUBE-IPVS-CLUSTER-IP", "KUBE-IPVS6-CLUSTER-IP", HashIPPort, true, false},
-		{External, "KUBE-IPVS-EXTERNAL", "KUBE-IPVS6-EXTERNAL", HashIPPort, true, false},
-		{LoopBack, "KUBE-IPVS-LOOP-BACK", "KUBE-IPVS6-LOOP-BACK", HashIPPortIP, false, false},
-		{Firewall, "KUBE-IPVS-LB-FW", "KUBE-IPVS6-LB-FW", HashIPPort, true, true},
-		{SourceRanges, "KUBE-IPVS-LB-SOURCE-CIDR", "KUBE-IPVS6-LB-SOURCE-CIDR", HashIPPortNet, false, true},
-		{NoEndpoints, "KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS6-NO-ENDPOINTS", HashIPPort, true, false},
-		{Frontends, "KUBE-IPVS-FRONTENDS", "KUBE-IPVS6-FRONTENDS", HashIPPort, true, false},
-		{VIPs, "KUBE-IPVS-VIPS", "KUBE-IPVS6-VIPS", HashIP, false, false},
+		{ClusterIP, "KUBE-IPVS-CLUSTER-IP", "KUBE-IPVS6-CLUSTER-IP", HashIPPort, true, false, false},
+		{External, "KUBE-IPVS-EXTERNAL", "KUBE-IPVS6-EXTERNAL", HashIPPort, true, false, false},
+		{LoopBack, "KUBE-IPVS-LOOP-BACK", "KUBE-IPVS6-LOOP-BACK", HashIPPortIP, false, false, false},
+		{Firewall, "KUBE-IPVS-LB-FW", "KUBE-IPVS6-LB-FW", HashIPPort, true, true, true},
+		{SourceRanges, "KUBE-IPVS-LB-SOURCE-CIDR", "KUBE-IPVS6-LB-SOURCE-CIDR", HashIPPortNet, false, true, true},
+		{NoEndpoints, "KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS6-NO-ENDPOINTS", HashIPPort, true, false, false},
+		{Frontends, "KUBE-IPVS-FRONTENDS", "KUBE-IPVS6-FRONTENDS", HashIPPort, true, false, false},
+		{VIPs, "KUBE-IPVS-VIPS", "KUBE-IPVS6-VIPS", HashIP, false, false, true},
 	}
 	if len(tests) != len(kinds) {
 		t.Fatalf("%d kinds tested, %d exist", len(tests), len(kinds))
@@ -302,9 +315,9 @@ func TestSetKinds(t *testing.T) {
 	for _, tt := range tests {
 		k := tt.kind
 		if k.Name(false) != tt.v4 || k.Name(true) != tt.v6 || k.Type() != tt.typ ||
-			k.NamesFrontend() != tt.frontend || k.GuardsSource() != tt.guards {
-			t.Errorf("%s: names %s %s, type %s, frontend %v, guards source %v", k,
-				k.Name(false), k.Name(true), k.Type(), k.NamesFrontend(), k.GuardsSource())
+			k.NamesFrontend() != tt.frontend || k.GuardsSource() != tt.guards || k.GuardsVIP() != tt.guardsVIP {
+			t.Errorf("%s: names %s %s, type %s, frontend %v, guards source %v, guards its VIP %v", k,
+				k.Name(false), k.Name(true), k.Type(), k.NamesFrontend(), k.GuardsSource(), k.GuardsVIP())
 		}
 		for _, v6 := range []bool{false, true} {
 			if got, gotV6, ok := ParseSetName(k.Name(v6)); !ok || got != k || gotV6 != v6 {

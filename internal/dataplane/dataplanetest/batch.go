@@ -18,6 +18,7 @@ var batchTests = []contractTest[dataplane.Dataplane]{
 	{"ManyWindows", testBatchManyWindows},
 	{"CanceledNotTried", testBatchCanceled},
 	{"SetPastKernelDefault", testBatchSetPastKernelDefault},
+	{"FullSet", testBatchFullSet},
 }
 
 // step is one change of a batch and the error it must fail with (nil: made).
@@ -161,6 +162,22 @@ func testBatchSetPastKernelDefault(t *testing.T, dp dataplane.Dataplane) {
 	if got := len(observe(t, ctx, dp).State.Sets); got != n {
 		t.Fatalf("after %d adds the kernel holds %d members", n, got)
 	}
+}
+
+// testBatchFullSet: in a batch, each add past a full set's maxelem fails
+// with ErrFull, and a delete in the same batch makes room for the next.
+func testBatchFullSet(t *testing.T, dp dataplane.Dataplane) {
+	ctx := ctxFor(t)
+	makeSet(t, ctx, dp, setDef(shim.VIPs, false), 2)
+	m := vipMembers(5)
+	add := func(e model.SetEntry) dataplane.Change { return setChange(dataplane.ChangeAddSetEntry, e) }
+	applySteps(t, ctx, dp, []step{
+		{add(m[0]), nil}, {add(m[1]), nil}, {add(m[2]), dataplane.ErrFull}, {add(m[3]), dataplane.ErrFull},
+		{setChange(dataplane.ChangeDeleteSetEntry, m[0]), nil}, {add(m[4]), nil}, {add(m[2]), dataplane.ErrFull},
+	})
+	want := stateOf(nil)
+	want.Sets[m[1]], want.Sets[m[4]] = struct{}{}, struct{}{}
+	wantState(t, observe(t, ctx, dp), want)
 }
 
 // testBatchCanceled: with its context ended, Apply sends nothing: every

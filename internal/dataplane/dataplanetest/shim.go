@@ -34,6 +34,119 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"NetworksReadBack", testNetworksReadBack},
 	{"ZeroPrefixRefused", testZeroPrefixRefused},
 	{"BadShimConfigRefused", testBadShimConfigRefused},
+	{"FullSetRefuses", testFullSetRefuses},
+	{"SmallSetReplaced", testSmallSetReplaced},
+	{"OtherTypeOrFamilyReplaced", testOtherTypeOrFamilyReplaced},
+}
+
+// SetMaker is what the contract needs of a dataplane beside its
+// interface: a set made as an older version of the agent (which left the
+// kernel's default maxelem) or another tool left it, under one of the
+// shim's names. The fake has it as a control; the linux tests make the
+// set through netlink.
+type SetMaker interface {
+	MakeSet(ctx context.Context, def shim.SetDef, maxElem int) error
+}
+
+// makeSet makes a set with SetMaker; a dataplane without it fails the
+// contract.
+func makeSet(t *testing.T, ctx context.Context, p any, def shim.SetDef, maxElem int) {
+	t.Helper()
+	m, ok := p.(SetMaker)
+	if !ok {
+		t.Fatalf("%T cannot make a set as an older agent left it (dataplanetest.SetMaker)", p)
+	}
+	must(t, "make "+def.Name, m.MakeSet(ctx, def, maxElem))
+}
+
+// setDef is the shim's definition of a kind's set in a family.
+func setDef(kind shim.SetKind, v6 bool) shim.SetDef {
+	return shim.SetDef{Kind: kind, Name: kind.Name(v6), Type: kind.Type(), IPv6: v6}
+}
+
+// vipMembers are n VIPs members of IPv4 addresses from 10.96.1.0 up.
+func vipMembers(n int) []model.SetEntry {
+	out := make([]model.SetEntry, n)
+	for i := range out {
+		out[i] = shim.VIPEntry(netip.AddrFrom4([4]byte{10, 96, 1 + byte(i>>8), byte(i)}))
+	}
+	return out
+}
+
+// testFullSetRefuses: a set that holds its maxelem members refuses a new
+// one with ErrFull, named as the kernel names it, and keeps what it has; a
+// member that is there is still ErrExist; a delete makes room again.
+func testFullSetRefuses(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	def := setDef(shim.VIPs, false)
+	makeSet(t, ctx, nf, def, 2)
+	members := vipMembers(3)
+	for _, e := range members[:2] {
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	}
+	err := nf.AddSetEntry(ctx, members[2])
+	mustFailWith(t, "add to a full set", err, dataplane.ErrFull)
+	if msg := err.Error(); !strings.Contains(msg, def.Name) || !strings.Contains(msg, "hash is full") {
+		t.Fatalf("add to a full set: %q names neither the set nor \"hash is full\"", msg)
+	}
+	mustFailWith(t, "add a member that is there to a full set", nf.AddSetEntry(ctx, members[0]), dataplane.ErrExist)
+	if got, want := setDump(t, ctx, nf), dumpOf(members[:2]); got != want {
+		t.Fatalf("members of the full set:\n%s\nwant:\n%s", got, want)
+	}
+	must(t, "delete", nf.DeleteSetEntry(ctx, members[0]))
+	must(t, "add after a delete", nf.AddSetEntry(ctx, members[2]))
+	if got, want := setDump(t, ctx, nf), dumpOf(members[1:]); got != want {
+		t.Fatalf("members after a delete and an add:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// testSmallSetReplaced: a set of the shim's type and family but a smaller
+// maxelem (an older version's) is replaced by EnsureShim with one of
+// shim.MaxSetMembers, its members kept, so members past the old bound go in.
+func testSmallSetReplaced(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	small := setDef(shim.VIPs, false)
+	makeSet(t, ctx, nf, small, 4)
+	members := vipMembers(300) // past a window of a batch, too
+	for _, e := range members[:4] {
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	}
+	mustFailWith(t, "add past the old bound", nf.AddSetEntry(ctx, members[4]), dataplane.ErrFull)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	if got, want := setDump(t, ctx, nf), dumpOf(members[:4]); got != want {
+		t.Fatalf("members after the replacement:\n%s\nwant:\n%s", got, want)
+	}
+	for _, e := range members[4:] {
+		must(t, "add "+e.String()+" after the replacement", nf.AddSetEntry(ctx, e))
+	}
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
+		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
+	}
+	must(t, "ensure again", nf.EnsureShim(ctx, dualStack))
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
+		t.Fatalf("members after a second ensure:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// testOtherTypeOrFamilyReplaced: a set under one of the shim's names with
+// another type, or another family, is replaced by EnsureShim with the
+// shim's, which takes the shim's members.
+func testOtherTypeOrFamilyReplaced(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	otherType := setDef(shim.VIPs, false)
+	otherType.Type = shim.HashIPPort
+	otherFamily := setDef(shim.ClusterIP, false)
+	otherFamily.IPv6 = true
+	makeSet(t, ctx, nf, otherType, shim.MaxSetMembers)
+	makeSet(t, ctx, nf, otherFamily, shim.MaxSetMembers)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	members := []model.SetEntry{shim.VIPEntry(vip4), shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)}
+	for _, e := range members {
+		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	}
+	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
+		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
+	}
 }
 
 var dualStack = shim.Config{Families: model.Families{IPv4: true, IPv6: true}}

@@ -1,6 +1,8 @@
 package fake
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -31,10 +33,12 @@ func (f *Fake) Load(s model.State) {
 	clear(f.conns)
 	clear(f.sets)
 	for e := range c.Sets {
-		if f.sets[e.Set()] == nil {
-			f.sets[e.Set()] = map[model.SetEntry]struct{}{}
+		set := f.sets[e.Set()]
+		if set == nil {
+			set = newIPSet(shimSetDef(e.Set()), shim.MaxSetMembers)
+			f.sets[e.Set()] = set
 		}
-		f.sets[e.Set()][e] = struct{}{}
+		set.members[e] = struct{}{}
 	}
 }
 
@@ -44,8 +48,8 @@ func (f *Fake) State() model.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := model.State{Services: f.services, Addrs: f.addrs, Sets: map[model.SetEntry]struct{}{}}
-	for _, members := range f.sets {
-		maps.Copy(s.Sets, members)
+	for _, set := range f.sets {
+		maps.Copy(s.Sets, set.members)
 	}
 	return s.Clone()
 }
@@ -189,6 +193,19 @@ func (f *Fake) SetNames() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Sorted(maps.Keys(f.sets))
+}
+
+// MakeSet makes a set as an older version of the agent or another tool
+// left it: def's name with def's type and family and room for maxElem
+// members (ErrExist when a set of that name is there).
+func (f *Fake) MakeSet(_ context.Context, def shim.SetDef, maxElem int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.sets[def.Name]; ok {
+		return fmt.Errorf("create ipset %s: %w", def.Name, dataplane.ErrExist)
+	}
+	f.sets[def.Name] = newIPSet(def, maxElem)
+	return nil
 }
 
 // SetKubeProxyLeftovers plants (true) kube-proxy's chains and sets.

@@ -54,7 +54,7 @@ type Fake struct {
 	// Netfilter (shim.go): the sets that exist with their members, the
 	// config the rules were last written for (nil: no rules), how many
 	// times rules were written, and kube-proxy's leftovers.
-	sets          map[string]map[model.SetEntry]struct{}
+	sets          map[string]*ipset
 	shimCfg       *shim.Config
 	ruleWrites    int
 	kubeProxyLeft bool
@@ -83,7 +83,7 @@ func New() *Fake {
 		sysctls:  map[string]string{},
 		timeouts: dataplane.Timeouts{TCP: defaultTCPTimeout, TCPFin: defaultTCPFinTimeout, UDP: defaultUDPTimeout},
 		flows:    map[ConntrackFlow]int{},
-		sets:     map[string]map[model.SetEntry]struct{}{},
+		sets:     map[string]*ipset{},
 		calls:    map[string]int{},
 		failNext: map[string][]error{},
 	}
@@ -169,8 +169,8 @@ func (f *Fake) Scan(ctx context.Context, v dataplane.Visitor) error {
 			v.Addr(a)
 		}
 	}
-	for _, members := range f.sets {
-		for e := range members {
+	for _, set := range f.sets {
+		for e := range set.members {
 			if v.Member != nil {
 				v.Member(e)
 			}

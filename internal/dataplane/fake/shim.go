@@ -11,9 +11,31 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
+// ipset is one set: its header as the kernel keeps it (type, family,
+// maxelem) and its members.
+type ipset struct {
+	typ     shim.IPSetType
+	v6      bool
+	maxElem int
+	members map[model.SetEntry]struct{}
+}
+
+func newIPSet(def shim.SetDef, maxElem int) *ipset {
+	return &ipset{typ: def.Type, v6: def.IPv6, maxElem: maxElem, members: map[model.SetEntry]struct{}{}}
+}
+
+// shimSetDef is the definition of one of the shim's sets by its name (a
+// name of no kind gets an empty type).
+func shimSetDef(name string) shim.SetDef {
+	kind, v6, _ := shim.ParseSetName(name)
+	return shim.SetDef{Kind: kind, Name: name, Type: kind.Type(), IPv6: v6}
+}
+
 // EnsureShim creates the missing sets of cfg's families (members of sets
-// that exist are kept, as the kernel keeps them) and "writes the rules"
-// only when cfg differs from what they were written for.
+// that exist are kept, as the kernel keeps them), replaces a set whose
+// type, family or maxelem is not the shim's as the linux dataplane does
+// (members kept when the type and family are the same), and "writes the
+// rules" only when cfg differs from what they were written for.
 func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -24,8 +46,8 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 		return err
 	}
 	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
-		if _, ok := f.sets[def.Name]; !ok {
-			f.sets[def.Name] = map[model.SetEntry]struct{}{}
+		if err := f.ensureSet(def); err != nil {
+			return err
 		}
 	}
 	if f.shimCfg == nil || !f.shimCfg.Equal(cfg) {
@@ -34,6 +56,27 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 		f.shimCfg = &c
 		f.ruleWrites++
 	}
+	return nil
+}
+
+// ensureSet makes def's set as the shim wants it. The caller holds f.mu.
+func (f *Fake) ensureSet(def shim.SetDef) error {
+	old, ok := f.sets[def.Name]
+	switch {
+	case !ok:
+		f.sets[def.Name] = newIPSet(def, shim.MaxSetMembers)
+		return nil
+	case old.typ == def.Type && old.v6 == def.IPv6 && old.maxElem == shim.MaxSetMembers:
+		return nil
+	}
+	set := newIPSet(def, shim.MaxSetMembers)
+	if old.typ == def.Type && old.v6 == def.IPv6 {
+		if len(old.members) > set.maxElem {
+			return fmt.Errorf("replace ipset %s: %d members do not fit in %d: %w", def.Name, len(old.members), set.maxElem, dataplane.ErrFull)
+		}
+		set.members = old.members
+	}
+	f.sets[def.Name] = set
 	return nil
 }
 
@@ -52,7 +95,8 @@ func (f *Fake) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 		return false, nil
 	}
 	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
-		if _, ok := f.sets[def.Name]; !ok {
+		set, ok := f.sets[def.Name]
+		if !ok || set.typ != def.Type || set.v6 != def.IPv6 || set.maxElem != shim.MaxSetMembers {
 			return false, nil
 		}
 	}
@@ -60,21 +104,24 @@ func (f *Fake) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 }
 
 // AddSetEntry adds a member: ErrNotExist without its set, ErrExist when
-// it is there.
+// it is there, ErrFull when the set holds its maxelem members.
 func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AddSetEntry", e); err != nil {
 		return err
 	}
-	members, err := f.set(e)
+	set, err := f.set(e)
 	if err != nil {
 		return fmt.Errorf("ipset add %s: %w", e, err)
 	}
-	if _, ok := members[e]; ok {
+	if _, ok := set.members[e]; ok {
 		return fmt.Errorf("ipset add %s: %w", e, dataplane.ErrExist)
 	}
-	members[e] = struct{}{}
+	if len(set.members) >= set.maxElem {
+		return fmt.Errorf("ipset add %s: set %s: %w", e, e.Set(), dataplane.ErrFull)
+	}
+	set.members[e] = struct{}{}
 	return nil
 }
 
@@ -85,29 +132,30 @@ func (f *Fake) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err := f.begin(ctx, "DeleteSetEntry", e); err != nil {
 		return err
 	}
-	members, err := f.set(e)
+	set, err := f.set(e)
 	if err != nil {
 		return fmt.Errorf("ipset del %s: %w", e, err)
 	}
-	if _, ok := members[e]; !ok {
+	if _, ok := set.members[e]; !ok {
 		return fmt.Errorf("ipset del %s: %w", e, dataplane.ErrNotExist)
 	}
-	delete(members, e)
+	delete(set.members, e)
 	return nil
 }
 
-// set finds e's set and checks that e fits it, as the kernel would.
-func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
+// set finds e's set and checks that e fits it (its type and family, as
+// the set was made), as the kernel would.
+func (f *Fake) set(e model.SetEntry) (*ipset, error) {
 	if err := dataplane.CheckSetEntry(e); err != nil {
 		return nil, err
 	}
-	members, ok := f.sets[e.Set()]
+	set, ok := f.sets[e.Set()]
 	if !ok {
 		return nil, fmt.Errorf("set %s: %w", e.Set(), dataplane.ErrNotExist)
 	}
-	kind, wantV6, _ := shim.ParseSetName(e.Set())
+	wantV6 := set.v6
 	fits := e.Addr().IsValid() && e.Addr().Is6() == wantV6 && e.Proto() != 0
-	switch kind.Type() {
+	switch set.typ {
 	case shim.HashIP:
 		fits = e.Addr().IsValid() && e.Addr().Is6() == wantV6 && e.Proto() == 0 && e.Port() == 0 && !e.Addr2().IsValid() && !e.Net().IsValid()
 	case shim.HashIPPortIP:
@@ -118,9 +166,9 @@ func (f *Fake) set(e model.SetEntry) (map[model.SetEntry]struct{}, error) {
 		fits = fits && !e.Addr2().IsValid() && !e.Net().IsValid()
 	}
 	if !fits {
-		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set(), kind.Type())
+		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set(), set.typ)
 	}
-	return members, nil
+	return set, nil
 }
 
 // SetEntries lists the members of every set there is.
@@ -136,8 +184,8 @@ func (f *Fake) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, err
 // members copies the members of every set. The caller holds f.mu.
 func (f *Fake) members() map[model.SetEntry]struct{} {
 	out := map[model.SetEntry]struct{}{}
-	for _, members := range f.sets {
-		maps.Copy(out, members)
+	for _, set := range f.sets {
+		maps.Copy(out, set.members)
 	}
 	return out
 }

@@ -28,6 +28,10 @@ const (
 	ipsetAttrADT         = 8      // IPSET_ATTR_ADT: the members, each an IPSET_ATTR_DATA
 	ipsetAttrCIDR2       = 21     // IPSET_ATTR_CIDR2
 	ipsetFlagListSetName = 1 << 1 // IPSET_FLAG_LIST_SETNAME
+	ipsetFlagListHeader  = 1 << 2 // IPSET_FLAG_LIST_HEADER
+	ipsetAttrTypeName    = 3      // IPSET_ATTR_TYPENAME
+	ipsetAttrFamily      = 5      // IPSET_ATTR_FAMILY
+	ipsetAttrMaxElem     = 19     // IPSET_ATTR_MAXELEM, in the header's IPSET_ATTR_DATA
 	nfgenmsgLen          = 4
 	nlaHeaderLen         = 4
 	nlaTypeMask          = 0x3fff // without NLA_F_NESTED and NLA_F_NET_BYTEORDER
@@ -61,6 +65,45 @@ func ipsetNames(ctx context.Context) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// ipsetHeader reads a set's type, family and maxelem, without its members
+// (`ipset list -t`). A missing set is an error wrapping ENOENT.
+func ipsetHeader(ctx context.Context, name string) (setHeader, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.Uint8(ipsetAttrProto, ipsetProtocol)
+	ae.String(ipsetAttrName, name)
+	ae.Bytes(ipsetAttrFlags|unix.NLA_F_NET_BYTEORDER, binary.BigEndian.AppendUint32(nil, ipsetFlagListHeader))
+	msgs, err := ipsetDump(ctx, ae)
+	if err != nil {
+		return setHeader{}, err
+	}
+	var h setHeader
+	for _, m := range msgs {
+		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
+			switch {
+			case typ == ipsetAttrTypeName:
+				h.typ = cString(v)
+			case typ == ipsetAttrFamily && len(v) >= 1:
+				h.family = v[0]
+			case typ == ipsetAttrData:
+				return walkAttrs(v, func(typ uint16, v []byte) error {
+					if typ == ipsetAttrMaxElem && len(v) >= 4 {
+						h.maxElem = binary.BigEndian.Uint32(v) // sent in network byte order
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return setHeader{}, err
+		}
+	}
+	if h.typ == "" {
+		return setHeader{}, fmt.Errorf("the kernel's answer for ipset %s names no type", name)
+	}
+	return h, nil
 }
 
 // ipsetMembers calls each with every member of one of the shim's sets,

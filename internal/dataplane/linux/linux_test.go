@@ -65,12 +65,13 @@ func newLinux(t *testing.T) dataplane.Dataplane {
 }
 
 func TestContract(t *testing.T) {
-	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return switchable{newLinux(t)} })
+	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return switchable{dataplaneMakingSets{newLinux(t)}} })
 }
 
 // switchable is a linux dataplane the contract suite can switch IPv6 off
-// on, by the link's disable_ipv6 sysctl, as a node's hardening does.
-type switchable struct{ dataplane.Dataplane }
+// on, by the link's disable_ipv6 sysctl, as a node's hardening does, and
+// make sets on as an older version of the agent did.
+type switchable struct{ dataplaneMakingSets }
 
 func (s switchable) SetIPv6Disabled(off bool) error {
 	v := "0"

@@ -269,9 +269,17 @@ func (s *Shim) ensure(ctx context.Context, cfg shim.Config) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.ensureSets(ctx, cfg); err != nil {
-		return err
-	}
+	// The rules are written even when a set could not be made or replaced:
+	// the sets there are keep being matched, and a replacement that had to
+	// remove the rules (recreate) must not leave the node without them. A
+	// rule naming a missing set fails its family's restore as a whole.
+	setsErr := s.ensureSets(ctx, cfg)
+	return errors.Join(setsErr, s.ensureRules(ctx, cfg))
+}
+
+// ensureRules rewrites the rules of each family whose chains or jumps
+// differ from cfg's. The caller holds s.mu.
+func (s *Shim) ensureRules(ctx context.Context, cfg shim.Config) error {
 	for _, v6 := range families(cfg.IPv4, cfg.IPv6) {
 		if tool := s.iptables(ctx, "iptables-restore", v6); v6 && !s.has(tool) {
 			// A node without ip6tables has no IPv6 netfilter to shim;
@@ -339,30 +347,6 @@ func (s *Shim) generation(ctx context.Context) (uint32, error) {
 		return 0, errors.New("legacy iptables has no ruleset generation")
 	}
 	return nftGeneration(ctx)
-}
-
-// ensureSets creates the sets cfg needs that are missing. Creating an
-// existing set is refused by the kernel (the request is exclusive), which
-// here just means it is there.
-func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
-	var errs []error
-	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
-		family := uint8(syscall.AF_INET)
-		if def.IPv6 {
-			family = syscall.AF_INET6
-		}
-		err := s.ipsets.run(ctx, "create ipset", func(h ipsetHandle) error {
-			return h.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family, MaxElements: shim.MaxSetMembers})
-		})
-		if err != nil && !isSetExists(err) {
-			errs = append(errs, fmt.Errorf("create ipset %s (%s): %w", def.Name, def.Type, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func isSetExists(err error) bool {
-	return errors.Is(err, nl.IPSetError(nl.IPSET_ERR_EXIST_SETNAME2)) || errors.Is(err, syscall.EEXIST)
 }
 
 // SetEntries lists the members of every shim set there is (either family).
@@ -478,6 +462,8 @@ func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn fun
 		err = fmt.Errorf("%w: %w", onExist, err)
 	case errors.Is(err, syscall.ENOENT):
 		err = fmt.Errorf("set %s: %w: %w", e.Set(), dataplane.ErrNotExist, err)
+	case isSetFull(err):
+		err = fmt.Errorf("set %s: %w: %w", e.Set(), dataplane.ErrFull, err)
 	}
 	return fmt.Errorf("ipset %s %s: %w", what, e, err)
 }
@@ -523,9 +509,11 @@ func (s *Shim) heldAs(ctx context.Context, e model.SetEntry) (bool, error) {
 }
 
 // DeleteShim deletes the shim's jumps and chains in both families, then
-// its sets (a set still matched by a rule cannot be destroyed).
+// its sets (a set still matched by a rule cannot be destroyed), a
+// replacement left half made included.
 func (s *Shim) DeleteShim(ctx context.Context) error {
-	if err := s.removeAll(ctx, shim.OurChains(), shim.IsOurs); err != nil {
+	ours := func(name string) bool { return shim.IsOurs(name) || shim.IsReplacement(name) }
+	if err := s.removeAll(ctx, shim.OurChains(), ours); err != nil {
 		return fmt.Errorf("remove netfilter shim: %w", err)
 	}
 	return nil
@@ -542,6 +530,15 @@ func (s *Shim) DeleteKubeProxyShim(ctx context.Context) error {
 func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMatch func(string) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.removeChains(ctx, chains); err != nil {
+		return err
+	}
+	return s.destroySets(ctx, setMatch)
+}
+
+// removeChains deletes the given chains and the jumps to them, in both
+// families. The caller holds s.mu.
+func (s *Shim) removeChains(ctx context.Context, chains map[string][]string) error {
 	var errs []error
 	for _, v6 := range families(true, true) {
 		if !s.has(s.iptables(ctx, "iptables-restore", v6)) {
@@ -558,10 +555,7 @@ func (s *Shim) removeAll(ctx context.Context, chains map[string][]string, setMat
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return s.destroySets(ctx, setMatch)
+	return errors.Join(errs...)
 }
 
 // destroySets destroys every set whose name matches.

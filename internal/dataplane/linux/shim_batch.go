@@ -94,8 +94,21 @@ func setChangeError(c dataplane.Change, err error) error {
 		err = fmt.Errorf("%w: %w", onExist, err)
 	case errors.Is(err, syscall.ENOENT):
 		err = fmt.Errorf("set %s: %w: %w", c.Entry.Set(), dataplane.ErrNotExist, err)
+	case isSetFull(err):
+		err = fmt.Errorf("set %s: %w: %w", c.Entry.Set(), dataplane.ErrFull, err)
 	}
 	return fmt.Errorf("ipset %s %s: %w", what, c.Entry, err)
+}
+
+// ipsetErrHashFull is IPSET_ERR_HASH_FULL (ip_set_hash.h), the first of
+// the hash types' own errnos: the set holds maxelem members. The netlink
+// library knows it only as "errno 4352".
+const ipsetErrHashFull = nl.IPSET_ERR_TYPE_SPECIFIC
+
+// isSetFull tells whether the kernel refused a member because its set is
+// full.
+func isSetFull(err error) bool {
+	return errors.Is(err, nl.IPSetError(ipsetErrHashFull))
 }
 
 // ipset's netlink protocol (include/uapi/linux/netfilter/ipset/ip_set.h).
@@ -120,6 +133,12 @@ type setEncoder struct{ a attrBuf }
 // change encodes an exclusive add or delete of one member (the kernel
 // answers IPSET_ERR_EXIST for a member that is there, or not there).
 func (e *setEncoder) change(add bool, m model.SetEntry) request {
+	return e.changeIn(m.Set(), add, m)
+}
+
+// changeIn is change of m's member in the set named set (a replacement
+// being filled, see swapIn).
+func (e *setEncoder) changeIn(set string, add bool, m model.SetEntry) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)
 	}
@@ -127,7 +146,7 @@ func (e *setEncoder) change(add bool, m model.SetEntry) request {
 	// struct nfgenmsg: family, version, resource id (big endian).
 	e.a.b = append(e.a.b, unix.AF_NETLINK, 0, 0, 0)
 	e.a.u8(ipsetAttrProto, ipsetProtocol)
-	e.a.str(ipsetAttrName, m.Set())
+	e.a.str(ipsetAttrName, set)
 	data := e.a.nest(ipsetAttrData)
 	e.ip(ipsetAttrIP, m.Addr())
 	if m.Proto() != 0 {
@@ -135,6 +154,10 @@ func (e *setEncoder) change(add bool, m model.SetEntry) request {
 		e.a.be16(ipsetAttrPort|nlaNetByteOrder, m.Port())
 		if m.Addr2().IsValid() {
 			e.ip(ipsetAttrIP2, m.Addr2())
+		}
+		if n := m.Net(); n.IsValid() {
+			e.ip(ipsetAttrIP2, n.Addr())
+			e.a.u8(ipsetAttrCIDR2, uint8(n.Bits()))
 		}
 	}
 	e.a.end(data)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -117,13 +118,15 @@ func testShimBackend(t *testing.T, b shim.Backend) {
 	}
 	needBackend(t, b)
 	t.Run("Contract", func(t *testing.T) {
-		dataplanetest.RunNetfilter(t, func(t *testing.T) dataplane.Netfilter { return newShim(t, b) })
+		dataplanetest.RunNetfilter(t, func(t *testing.T) dataplane.Netfilter { return netfilterMakingSets{newShim(t, b)} })
 	})
 	t.Run("RulesWrittenOnlyOnChange", func(t *testing.T) { testRulesOnlyOnChange(t, b) })
 	t.Run("AtomicReplacement", func(t *testing.T) { testAtomicReplacement(t, b) })
 	t.Run("RemoveLeavesForeignRules", func(t *testing.T) { testRemoveForeign(t, b) })
 	t.Run("RemoveKubeProxyLeftovers", func(t *testing.T) { testRemoveKubeProxy(t, b) })
 	t.Run("ThousandMembers", func(t *testing.T) { testThousandMembers(t, b) })
+	t.Run("SmallSetSwappedUnderItsRules", func(t *testing.T) { testSmallSetSwapped(t, b) })
+	t.Run("OtherTypeUnderRules", func(t *testing.T) { testOtherTypeUnderRules(t, b) })
 	if b == shim.BackendNFT {
 		t.Run("InPlaceByGeneration", testInPlaceByGeneration)
 	}
@@ -307,6 +310,150 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 	if len(bad) > 0 {
 		t.Fatalf("%d listings saw a partial chain, first: %s", len(bad), bad[0])
 	}
+}
+
+// testSmallSetSwapped: a VIPs set an older version made with a small
+// maxelem, matched by a rule, is replaced by EnsureShim while a reader
+// lists it: every listing holds every member, the rule matches the
+// replacement, and no replacement set is left behind.
+func testSmallSetSwapped(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	def := shim.SetDef{Kind: shim.VIPs, Name: shim.VIPs.Name(false), Type: shim.HashIP}
+	const n = 5000
+	if err := makeIPSet(def, n); err != nil {
+		t.Fatal(err)
+	}
+	var restore strings.Builder
+	for i := range n {
+		fmt.Fprintf(&restore, "add %s %s\n", def.Name, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}))
+	}
+	cmd := exec.Command("ipset", "restore")
+	cmd.Stdin = strings.NewReader(restore.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ipset restore: %v\n%s", err, out)
+	}
+	iptables := b.Command("iptables")
+	run(t, iptables, "-w", "-N", "VIPSET-TEST")
+	run(t, iptables, "-w", "-A", "VIPSET-TEST", "-m", "set", "--match-set", def.Name, "dst", "-j", "RETURN")
+	t.Cleanup(func() {
+		_ = exec.Command(iptables, "-w", "-F", "VIPSET-TEST").Run()
+		_ = exec.Command(iptables, "-w", "-X", "VIPSET-TEST").Run()
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads int
+	var bad []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			out, err := exec.Command("ipset", "list", "-t", def.Name).CombinedOutput()
+			reads++
+			if err != nil || !strings.Contains(string(out), fmt.Sprintf("Number of entries: %d\n", n)) {
+				bad = append(bad, fmt.Sprintf("%v: %s", err, out))
+			}
+		}
+	}()
+	start := time.Now()
+	err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}})
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("EnsureShim replaced the set of %d members and wrote the rules in %s; %d listings meanwhile", n, took.Round(time.Millisecond), reads)
+	if len(bad) > 0 {
+		t.Fatalf("%d listings saw the set without its %d members, first: %s", len(bad), n, bad[0])
+	}
+	header := run(t, "ipset", "list", "-t", def.Name)
+	maxElem := regexp.MustCompile(fmt.Sprintf(`maxelem %d\b`, shim.MaxSetMembers))
+	if !maxElem.MatchString(header) || !strings.Contains(header, fmt.Sprintf("Number of entries: %d\n", n)) {
+		t.Fatalf("after the replacement:\n%s", header)
+	}
+	if rules := run(t, iptables, "-w", "-S", "VIPSET-TEST"); !strings.Contains(rules, "--match-set "+def.Name+" dst") {
+		t.Fatalf("the rule lost its set:\n%s", rules)
+	}
+	if names := run(t, "ipset", "list", "-n"); strings.Contains(names, shim.ReplacementName(def.Name)) {
+		t.Fatalf("a replacement set was left behind:\n%s", names)
+	}
+}
+
+// testOtherTypeUnderRules: a set under the shim's name but of another
+// type, which the kernel will not swap, matched by the shim's own rules,
+// is made again with the shim's type and the rules are written back. One
+// that a foreign rule matches too cannot be destroyed: EnsureShim says
+// so, and still writes the shim's rules.
+func testOtherTypeUnderRules(t *testing.T, b shim.Backend) {
+	s, ctx := newShim(t, b), ctx30(t)
+	cfg := shim.Config{Families: model.Families{IPv4: true}}
+	other := shim.SetDef{Kind: shim.VIPs, Name: shim.VIPs.Name(false), Type: shim.HashIPPort}
+	oldSets := func() {
+		t.Helper()
+		for _, def := range shim.Sets(true, false) {
+			if def.Name == other.Name {
+				def = other
+			}
+			if err := makeIPSet(def, shim.MaxSetMembers); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	typeOf := func() string {
+		t.Helper()
+		_, rest, _ := strings.Cut(run(t, "ipset", "list", "-t", other.Name), "Type: ")
+		typ, _, _ := strings.Cut(rest, "\n")
+		return typ
+	}
+	inPlace := func(what string) {
+		t.Helper()
+		if ok, err := s.ShimInPlace(ctx, cfg); err != nil || !ok {
+			t.Fatalf("%s: rules in place %v, %v", what, ok, err)
+		}
+	}
+	oldSets()
+	rules := shim.Rules(cfg, false)
+	_, missing := rules.Plan(shim.ParseSave(run(t, b.Command("iptables-save"))))
+	restore := exec.Command(b.Command("iptables-restore"), "--noflush")
+	restore.Stdin = strings.NewReader(rules.Restore(missing))
+	if out, err := restore.CombinedOutput(); err != nil {
+		t.Fatalf("write the rules over the other set: %v\n%s", err, out)
+	}
+	if err := s.EnsureShim(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := typeOf(); got != string(shim.HashIP) {
+		t.Fatalf("%s is %s after EnsureShim, want %s", other.Name, got, shim.HashIP)
+	}
+	inPlace("after the set was made again")
+	if err := s.AddSetEntry(ctx, shim.VIPEntry(netip.MustParseAddr("10.96.0.1"))); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.DeleteShim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldSets()
+	iptables := b.Command("iptables")
+	run(t, iptables, "-w", "-N", "FOREIGN-TEST")
+	run(t, iptables, "-w", "-A", "FOREIGN-TEST", "-m", "set", "--match-set", other.Name, "dst,dst", "-j", "RETURN")
+	t.Cleanup(func() {
+		_ = exec.Command(iptables, "-w", "-F", "FOREIGN-TEST").Run()
+		_ = exec.Command(iptables, "-w", "-X", "FOREIGN-TEST").Run()
+	})
+	err := s.EnsureShim(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "replace ipset "+other.Name) {
+		t.Fatalf("EnsureShim with a foreign rule on the other set: %v, want an error naming the set", err)
+	}
+	if got := typeOf(); got != string(shim.HashIPPort) {
+		t.Fatalf("%s is %s, want it left as it was", other.Name, got)
+	}
+	inPlace("after the failed replacement")
 }
 
 func testRemoveForeign(t *testing.T, b shim.Backend) {
