@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,6 +16,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // maxJoined is how many errors a joined error spells out; the rest are
@@ -217,6 +219,12 @@ func (r *Reconciler) noteFailures(st *Status, out outcome, tried map[model.Servi
 	}
 	if out.stale {
 		r.needFull = true
+	}
+	if slices.ContainsFunc(out.errs, func(err error) bool { return errors.Is(err, dataplane.ErrFull) }) {
+		// A set too small for its members (an older agent's, or one
+		// someone made again) is replaced when the shim is ensured: the
+		// next sync ensures it before the retries are due.
+		r.shimCfg = shim.Config{}
 	}
 	st.Failing = len(r.failing)
 	for _, f := range r.failing {

@@ -21,6 +21,13 @@ import (
 // both taken.
 func olderVIPsSet(t *testing.T, f *fake.Fake) {
 	t.Helper()
+	smallVIPsSet(t, f, "10.96.0.1", "10.96.0.2")
+}
+
+// smallVIPsSet makes the shim's sets again, the IPv4 VIPs set with room for
+// two members, and adds members to it.
+func smallVIPsSet(t *testing.T, f *fake.Fake, members ...string) {
+	t.Helper()
 	ctx := context.Background()
 	if err := f.DeleteShim(ctx); err != nil {
 		t.Fatal(err)
@@ -34,7 +41,7 @@ func olderVIPsSet(t *testing.T, f *fake.Fake) {
 			t.Fatal(err)
 		}
 	}
-	for _, ip := range []string{"10.96.0.1", "10.96.0.2"} {
+	for _, ip := range members {
 		if err := f.AddSetEntry(ctx, shim.VIPEntry(netip.MustParseAddr(ip))); err != nil {
 			t.Fatal(err)
 		}
@@ -127,6 +134,28 @@ set KUBE-IPVS-VIPS 10.96.0.2
 	}
 
 	r.fake.FailWhen(nil)
+	r.sync(false) // replaces the set; the member's retry is not due yet
+	r.clock.advance(st.Requeue)
+	r.sync(false)
+	if got := vipLines(r.fake.Dump()); got != threeVIPs {
+		t.Fatalf("VIPs once the set is replaced:\n%s\nwant:\n%s", got, threeVIPs)
+	}
+}
+
+// TestVIPsSetMadeSmallWhileRunning: a VIPs set made again too small while
+// the agent runs (its shim already ensured) fills; the failure has the
+// shim ensured again, which replaces the set, and the member's retry binds
+// the VIP.
+func TestVIPsSetMadeSmallWhileRunning(t *testing.T) {
+	r := newRig(t)
+	r.sync(false)
+	smallVIPsSet(t, r.fake)
+	threeClusterIPs(r)
+	st, _ := r.rec.Sync(context.Background(), false)
+	if st.Failed != 1 {
+		t.Fatalf("%d operations failed, want 1 (the third VIP's member)", st.Failed)
+	}
+	r.clock.advance(st.Requeue)
 	r.sync(false)
 	if got := vipLines(r.fake.Dump()); got != threeVIPs {
 		t.Fatalf("VIPs once the set is replaced:\n%s\nwant:\n%s", got, threeVIPs)
