@@ -46,8 +46,10 @@ func DebugHandler(in Inspector) http.Handler {
 			http.Error(w, "gave up waiting for the diff before it", http.StatusServiceUnavailable)
 			return
 		}
-		lines, err := in.Drift(r.Context())
-		<-turn
+		lines, err := func() ([]string, error) {
+			defer func() { <-turn }() // even if Drift panics: net/http recovers it
+			return in.Drift(r.Context())
+		}()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
