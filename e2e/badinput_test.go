@@ -119,3 +119,113 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 }
+
+// Scenario 7b: one bad object in a file of several. Each object stands on
+// its own, as with kubectl apply -f: on a fresh start the file's good
+// Services are programmed and the bad one is reported with its file,
+// document and field; an edit that breaks a live Service keeps it at its
+// last good version while the file's other changes apply.
+func TestBadObjectInAFile(t *testing.T) {
+	s := setup(t)
+	bs := s.startBackends(t, "obj", 21, 3)
+	a := tcpService("obj-a", "10.96.21.1", bs[:1])
+	b := tcpService("obj-b", "10.96.21.2", bs[1:2])
+	c := tcpService("obj-c", "10.96.21.3", bs[2:])
+	const file = "objects.yaml"
+	// Each Service is two documents, Service then EndpointSlice: b's
+	// Service is document 3, c's document 5.
+	badPort := func(svc service) string {
+		return strings.Replace(svc.yaml(), "      port: 80\n", "      port: 70000\n", 1)
+	}
+	write := func(docs ...string) { s.writeFile(t, file, strings.Join(docs, "---\n")) }
+	t.Cleanup(func() {
+		s.removeFile(t, file)
+		if _, err := waitFor(settle, func() (bool, string) {
+			tab, err := readTable()
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, svc := range []service{a, b, c} {
+				if _, ok := tab[svc.vs()]; ok {
+					return false, svc.vs() + " still listed"
+				}
+			}
+			return true, ""
+		}); err != nil {
+			t.Errorf("cleaning up %s: %v", file, err)
+		}
+	})
+	problemAt := func(doc int, field string, kept bool) func(logEntry) bool {
+		return func(e logEntry) bool {
+			return e.msg() == "manifest problem" && strings.HasSuffix(e.str("file"), "/"+file) &&
+				e.int("doc") == doc && strings.Contains(e.str("error"), field) && e.bool("lastGoodKept") == kept
+		}
+	}
+
+	t.Run("fresh start with one bad Service", func(t *testing.T) {
+		if err := s.agent.stop(); err != nil {
+			t.Fatalf("stopping the agent: %v", err)
+		}
+		write(a.yaml(), badPort(b), c.yaml())
+		if err := s.startAgent(); err != nil {
+			t.Fatalf("starting the agent: %v", err)
+		}
+		e, err := s.agent.waitLog(0, settle, problemAt(3, "spec.ports[0].port: must be 1-65535, got 70000", false))
+		if err != nil {
+			t.Fatalf("the bad Service was not reported with its file, document and field: %v", err)
+		}
+		t.Logf("agent reported: %s", e)
+		took := waitReals(t, a, allAt(a, 1, bs[0]))
+		waitReals(t, c, allAt(c, 1, bs[2]))
+		t.Logf("the good Services of %s served after the start, %s", file, took.Round(time.Millisecond))
+		tab, err := readTable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tab[b.vs()]; ok {
+			t.Errorf("the refused Service is programmed: %s", tab.weights(b.vs()))
+		}
+		for _, served := range []struct {
+			svc service
+			b   *backend
+		}{{a, bs[0]}, {c, bs[2]}} {
+			if name, err := s.client.ask("", served.svc.target(), 3*time.Second); err != nil || name != served.b.name {
+				t.Errorf("%s: answered by %q, %v; want %s", served.svc.target(), name, err, served.b.name)
+			}
+		}
+	})
+
+	t.Run("fixing it serves it", func(t *testing.T) {
+		write(a.yaml(), b.yaml(), c.yaml())
+		waitReals(t, b, allAt(b, 1, bs[1]))
+	})
+
+	t.Run("an edit breaks one Service: it stays at its last good version", func(t *testing.T) {
+		before := saveTable(t)
+		mark := s.agent.mark()
+		grown := a.with(endpoint{addr: bs[0].addr}, endpoint{addr: bs[1].addr})
+		write(grown.yaml(), b.yaml(), badPort(c))
+		if _, err := s.agent.waitLog(mark, settle, problemAt(5, "spec.ports[0].port: must be 1-65535, got 70000", true)); err != nil {
+			t.Fatalf("the broken Service was not reported as kept at its last good version: %v", err)
+		}
+		waitReals(t, grown, allAt(grown, 1, bs[0], bs[1]))
+		after := saveTable(t)
+		var cBefore, cAfter []string
+		for _, l := range before {
+			if strings.Contains(l, c.target()) {
+				cBefore = append(cBefore, l)
+			}
+		}
+		for _, l := range after {
+			if strings.Contains(l, c.target()) {
+				cAfter = append(cAfter, l)
+			}
+		}
+		if len(cBefore) == 0 || strings.Join(cBefore, "\n") != strings.Join(cAfter, "\n") {
+			t.Errorf("%s changed:\nbefore:\n%s\nafter:\n%s", c.vs(), strings.Join(cBefore, "\n"), strings.Join(cAfter, "\n"))
+		}
+		if name, err := s.client.ask("", c.target(), 3*time.Second); err != nil || name != bs[2].name {
+			t.Errorf("%s: answered by %q, %v; want %s", c.target(), name, err, bs[2].name)
+		}
+	})
+}

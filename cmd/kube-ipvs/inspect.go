@@ -107,6 +107,12 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// maxAnswerBytes caps what status and diff read from --address: the
+// largest answer, a diff of an emptied kernel at tens of thousands of
+// Services, is a few MiB, and an address that is not the agent's (or an
+// agent gone wrong) must not make the CLI read without end.
+const maxAnswerBytes = 64 << 20
+
 func getJSON(ctx context.Context, addr, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -123,5 +129,12 @@ func getJSON(ctx context.Context, addr, path string, v any) error {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("agent answered %s: %s", resp.Status, body)
 	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return fmt.Errorf("read the agent's answer: %w", err)
+	}
+	if len(body) > maxAnswerBytes {
+		return fmt.Errorf("the agent's answer is over the %d bytes read", maxAnswerBytes)
+	}
+	return json.Unmarshal(body, v)
 }

@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -37,6 +38,10 @@ type Options struct {
 	// waited too long for a sync: health.Tracker); nil means always. It
 	// fills serviceProxyHealthy.
 	Healthy func() bool
+	// Limits bound what a client may hold of each listener (anyone who
+	// reaches a node address may connect); zero fields take httplimit's
+	// defaults.
+	Limits httplimit.Limits
 }
 
 // Server runs one HTTP server per health-check node port.
@@ -109,7 +114,7 @@ func (s *Server) Sync(hcs []translate.HealthCheck, addrs []netip.Addr) error {
 // newPort makes a port that listens nowhere yet.
 func (s *Server) newPort(n uint16) *port {
 	p := &port{n: n, lns: map[netip.Addr]net.Listener{}}
-	p.srv = &http.Server{Handler: s.handler(p), ReadHeaderTimeout: 5 * time.Second}
+	p.srv = s.opt.Limits.Server(s.handler(p))
 	return p
 }
 
@@ -124,11 +129,12 @@ func (s *Server) listen(p *port, addrs []netip.Addr) error {
 			continue
 		}
 		at := netip.AddrPortFrom(a, p.n)
-		ln, err := s.opt.Listen(at)
+		raw, err := s.opt.Listen(at)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listen on health check port %s: %w", at, err))
 			continue
 		}
+		ln := s.opt.Limits.Listener(raw)
 		p.lns[a] = ln
 		go func() {
 			err := p.srv.Serve(ln)

@@ -9,7 +9,10 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit"
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit/httplimittest"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -27,8 +30,13 @@ type rig struct {
 var nodeAddr = netip.MustParseAddr("127.0.0.1")
 
 func newRig(t *testing.T, healthy func() bool) *rig {
+	return newRigWith(t, Options{Healthy: healthy})
+}
+
+// newRigWith is newRig with opt's other fields.
+func newRigWith(t *testing.T, opt Options) *rig {
 	r := &rig{addrs: map[netip.AddrPort]string{}}
-	r.srv = New(Options{Healthy: healthy, Listen: func(at netip.AddrPort) (net.Listener, error) {
+	opt.Listen = func(at netip.AddrPort) (net.Listener, error) {
 		ln, err := net.Listen("tcp", netip.AddrPortFrom(at.Addr(), 0).String())
 		if err == nil {
 			r.mu.Lock()
@@ -36,7 +44,8 @@ func newRig(t *testing.T, healthy func() bool) *rig {
 			r.mu.Unlock()
 		}
 		return ln, err
-	}})
+	}
+	r.srv = New(opt)
 	t.Cleanup(r.srv.Close)
 	return r
 }
@@ -213,5 +222,32 @@ func TestFailedListenerIsRetried(t *testing.T) {
 	}
 	if err := r.srv.Sync(hcs, []netip.Addr{nodeAddr, bad}); err == nil {
 		t.Fatal("the failed listener was not retried")
+	}
+}
+
+// A health-check port answers anyone who reaches the node: it closes an
+// idle keep-alive connection, cuts a body that trickles in, and serves at
+// most a capped number of connections at once.
+func TestPortLimits(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   httplimit.Limits
+		probe func(t *testing.T, addr string)
+	}{
+		{"idle keep-alive closed", httplimit.Limits{IdleTimeout: 200 * time.Millisecond},
+			func(t *testing.T, addr string) { httplimittest.IdleClosed(t, addr, 5*time.Second) }},
+		{"slow body cut", httplimit.Limits{ReadTimeout: 300 * time.Millisecond},
+			func(t *testing.T, addr string) { httplimittest.SlowBodyCut(t, addr, 5*time.Second) }},
+		{"connections over the cap wait", httplimit.Limits{MaxConns: 3},
+			func(t *testing.T, addr string) { httplimittest.CapWaits(t, addr, 3) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRigWith(t, Options{Limits: tt.lim})
+			if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 1)}, []netip.Addr{nodeAddr}); err != nil {
+				t.Fatal(err)
+			}
+			tt.probe(t, r.at(nodeAddr, 32000))
+		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit"
 )
 
 // RetryInterval is how long kube-proxy waits before it tries again to
@@ -26,6 +28,9 @@ type Endpoint struct {
 	HardFail bool
 	// Retry overrides RetryInterval (tests).
 	Retry time.Duration
+	// Limits bound what a client may hold; zero fields take httplimit's
+	// defaults.
+	Limits httplimit.Limits
 }
 
 // Run serves e until ctx ends, then shuts it down. It returns nil when ctx
@@ -63,7 +68,7 @@ func serve(ctx context.Context, e Endpoint, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: e.Handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := e.Limits.Server(e.Handler)
 	stop := context.AfterFunc(ctx, func() {
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -71,7 +76,7 @@ func serve(ctx context.Context, e Endpoint, log *zap.Logger) error {
 	})
 	defer stop()
 	log.Info("serving")
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(e.Limits.Listener(ln)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -29,13 +29,27 @@ type Inspector interface {
 
 // DebugHandler serves the debug views of an inspector, and nothing else:
 // health and metrics have their own addresses, as in kube-proxy.
+//
+// A diff reads the whole kernel, which costs the node as much as a full
+// sync's read; diffs run one at a time, and a request that comes while
+// one runs waits for its turn (or until its client gives up).
 func DebugHandler(in Inspector) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, in.Status())
 	})
+	turn := make(chan struct{}, 1)
 	mux.HandleFunc("GET "+PathDiff, func(w http.ResponseWriter, r *http.Request) {
-		lines, err := in.Drift(r.Context())
+		select {
+		case turn <- struct{}{}:
+		case <-r.Context().Done():
+			http.Error(w, "gave up waiting for the diff before it", http.StatusServiceUnavailable)
+			return
+		}
+		lines, err := func() ([]string, error) {
+			defer func() { <-turn }() // even if Drift panics: net/http recovers it
+			return in.Drift(r.Context())
+		}()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit"
+	"github.com/kube-ipvs/kube-ipvs/internal/httplimit/httplimittest"
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
 
@@ -156,5 +159,140 @@ func TestSoftFailRetriesUntilItServes(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after ctx ended: %v", err)
+	}
+}
+
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln := busy(t)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// serving runs e until the test ends and returns once it answers.
+func serving(t *testing.T, e Endpoint) string {
+	t.Helper()
+	e.Addr = freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = Run(ctx, e, zap.NewNop()) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.Dial("tcp", e.Addr)
+		if err == nil {
+			c.Close()
+			return e.Addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never served: %v", e.Addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// readsBody answers after reading the whole request body.
+var readsBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	io.WriteString(w, "hello")
+})
+
+// A listener bounds what one client holds: an idle keep-alive connection
+// is closed, a body that trickles in is cut, and connections beyond the
+// cap wait until one closes.
+func TestListenerLimits(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   httplimit.Limits
+		probe func(t *testing.T, addr string)
+	}{
+		{"idle keep-alive closed", httplimit.Limits{IdleTimeout: 200 * time.Millisecond},
+			func(t *testing.T, addr string) { httplimittest.IdleClosed(t, addr, 5*time.Second) }},
+		{"slow body cut", httplimit.Limits{ReadTimeout: 300 * time.Millisecond},
+			func(t *testing.T, addr string) { httplimittest.SlowBodyCut(t, addr, 5*time.Second) }},
+		{"connections over the cap wait", httplimit.Limits{MaxConns: 3},
+			func(t *testing.T, addr string) { httplimittest.CapWaits(t, addr, 3) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.probe(t, serving(t, Endpoint{Name: "metrics", Handler: readsBody, Limits: tt.lim}))
+		})
+	}
+}
+
+// The defaults are bounded and sane: every timeout set, the idle one
+// shorter than the write one, a cap that serves a handful of clients.
+func TestDefaultLimits(t *testing.T) {
+	srv := httplimit.Limits{}.Server(hello)
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout < srv.ReadHeaderTimeout || srv.WriteTimeout <= 0 ||
+		srv.IdleTimeout <= 0 || srv.IdleTimeout > 5*time.Minute || srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes >= http.DefaultMaxHeaderBytes {
+		t.Errorf("server limits %+v", srv)
+	}
+	if httplimit.MaxConns < 16 || httplimit.MaxConns > 4096 {
+		t.Errorf("MaxConns %d", httplimit.MaxConns)
+	}
+}
+
+// blockingDrift counts the diffs running at once and holds each until
+// released.
+type blockingDrift struct {
+	inspector
+	mu            sync.Mutex
+	running, most int
+	calls         int
+	entered       chan struct{}
+	release       chan struct{}
+}
+
+func (b *blockingDrift) Drift(ctx context.Context) ([]string, error) {
+	b.mu.Lock()
+	b.running++
+	b.calls++
+	b.most = max(b.most, b.running)
+	b.mu.Unlock()
+	b.entered <- struct{}{}
+	<-b.release
+	b.mu.Lock()
+	b.running--
+	b.mu.Unlock()
+	return []string{"-D -t 10.96.0.1:80"}, nil
+}
+
+// Two diffs asked at once run one after the other: a diff is a full
+// kernel read, and a client must not make the agent run several.
+func TestDiffsRunOneAtATime(t *testing.T) {
+	b := &blockingDrift{entered: make(chan struct{}, 2), release: make(chan struct{})}
+	srv := httptest.NewServer(DebugHandler(b))
+	defer srv.Close()
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Get(srv.URL + PathDiff)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	<-b.entered
+	select {
+	case <-b.entered:
+		t.Error("a second diff started while the first ran")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(b.release)
+	for range 2 {
+		if c := <-codes; c != http.StatusOK {
+			t.Errorf("a diff answered %d", c)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.most != 1 || b.calls != 2 {
+		t.Errorf("%d diffs ran at most at once, %d in all; want 1 and 2", b.most, b.calls)
 	}
 }

@@ -40,25 +40,50 @@ type object struct {
 	obj runtime.Object // *corev1.Service, *discoveryv1.EndpointSlice or *corev1.Node
 }
 
-// parseFile decodes every document of a manifest file. Any problem rejects
-// the whole file (the caller keeps its last good content), so the objects
-// are returned only when problems is empty.
+// read is what one object of a file gave: the object, or a refusal with
+// the problem that says why (obj nil). A refusal carries the key of the
+// object it meant when the document names one (a served kind and a name),
+// so that object's last good version can stay; unknown says it names none,
+// so it may have been any object of the file.
+type read struct {
+	object
+	problem *Problem
+	unknown bool
+}
+
+// parseFile decodes every document of a manifest file, each object on its
+// own, as kubectl apply -f does: it returns the objects that are good and
+// a problem for each one that is not.
 func parseFile(path string, data []byte, r rules) ([]object, []Problem) {
-	docs, err := splitDocuments(path, data)
-	if err != nil {
-		return nil, []Problem{{File: path, Err: err}}
+	reads, whole := readDocuments(path, data, r)
+	if whole != nil {
+		return nil, []Problem{*whole}
 	}
 	var objs []object
 	var problems []Problem
+	for _, rd := range reads {
+		if rd.problem != nil {
+			problems = append(problems, *rd.problem)
+			continue
+		}
+		objs = append(objs, rd.object)
+	}
+	return objs, problems
+}
+
+// readDocuments decodes every document of a manifest file, one read per object
+// in file order. A file whose documents cannot be told apart is one
+// problem, whole.
+func readDocuments(path string, data []byte, r rules) ([]read, *Problem) {
+	docs, err := splitDocuments(path, data)
+	if err != nil {
+		return nil, &Problem{File: path, Err: err}
+	}
+	var reads []read
 	for i, doc := range docs {
-		got, probs := decodeDocument(path, i+1, doc, r)
-		objs = append(objs, got...)
-		problems = append(problems, probs...)
+		reads = append(reads, decodeDocument(path, i+1, doc, r)...)
 	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
-	return objs, nil
+	return reads, nil
 }
 
 // splitDocuments returns the JSON form of each non-empty document. A .json
@@ -96,42 +121,61 @@ func splitDocuments(path string, data []byte) ([][]byte, error) {
 }
 
 // decodeDocument decodes one document: a Service, EndpointSlice, Node, or a
-// v1 List of them.
-func decodeDocument(path string, doc int, data []byte, r rules) ([]object, []Problem) {
+// v1 List of them, one read per object.
+func decodeDocument(path string, doc int, data []byte, r rules) []read {
 	js := data
 	if !json.Valid(data) {
 		var err error
 		if js, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, []Problem{{File: path, Doc: doc, Err: fmt.Errorf("parse: %w", err)}}
+			return []read{refused(Problem{File: path, Doc: doc, Err: fmt.Errorf("parse: %w", err)}, objKey{}, true)}
 		}
 	}
 	obj, _, err := deserializer.Decode(js, nil, nil)
 	if err != nil {
-		return nil, []Problem{{File: path, Doc: doc, Object: describeRaw(js), Err: fmt.Errorf("decode: %w", err)}}
+		key := rawKey(js)
+		return []read{refused(Problem{File: path, Doc: doc, Object: describeRaw(js), Err: fmt.Errorf("decode: %w", err)}, key, !names(key))}
 	}
 	list, ok := obj.(*corev1.List)
 	if !ok {
 		o, err := prepare(obj, r)
-		if err != nil {
-			return nil, []Problem{{File: path, Doc: doc, Object: describe(obj), Err: err}}
-		}
 		o.doc = doc
-		return []object{o}, nil
+		if err != nil {
+			// A decoded kind that is not served is no object of ours;
+			// a served one without a name may have been any.
+			unknown := served(o.key.kind) && o.key.name == ""
+			return []read{refused(Problem{File: path, Doc: doc, Object: describe(obj), Err: err}, o.key, unknown)}
+		}
+		return []read{{object: o}}
 	}
-	var objs []object
-	var problems []Problem
+	var reads []read
 	for i, item := range list.Items {
-		got, probs := decodeDocument(path, doc, item.Raw, r)
-		for j := range probs {
-			if probs[j].Object == "" {
-				probs[j].Object = fmt.Sprintf("List item %d", i)
+		got := decodeDocument(path, doc, item.Raw, r)
+		for j := range got {
+			if p := got[j].problem; p != nil && p.Object == "" {
+				p.Object = fmt.Sprintf("List item %d", i)
 			}
 		}
-		objs = append(objs, got...)
-		problems = append(problems, probs...)
+		reads = append(reads, got...)
 	}
-	return objs, problems
+	return reads
 }
+
+// refused is the read of an object that is not used.
+func refused(p Problem, key objKey, unknown bool) read {
+	return read{object: object{key: key, doc: p.Doc}, problem: &p, unknown: unknown}
+}
+
+// served reports whether kind is one this source serves.
+func served(kind string) bool {
+	switch kind {
+	case "Service", "EndpointSlice", "Node":
+		return true
+	}
+	return false
+}
+
+// names reports whether key names an object this source could serve.
+func names(key objKey) bool { return served(key.kind) && key.name != "" }
 
 // prepare defaults and validates a decoded object and keys it.
 func prepare(obj runtime.Object, r rules) (object, error) {
@@ -176,6 +220,19 @@ func describe(obj runtime.Object) string {
 // describeRaw names an object that did not decode, from its kind and
 // metadata, so the report still says which object was meant.
 func describeRaw(js []byte) string {
+	k := rawKey(js)
+	if k.kind == "" {
+		return ""
+	}
+	if k.kind != "Node" && k.namespace == "" {
+		k.namespace = metav1.NamespaceDefault
+	}
+	return k.String()
+}
+
+// rawKey is the key an object that did not decode would have had, with
+// the defaults prepare gives: the zero key when the document has no kind.
+func rawKey(js []byte) objKey {
 	var head struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
@@ -183,13 +240,18 @@ func describeRaw(js []byte) string {
 		} `json:"metadata"`
 	}
 	if yaml.Unmarshal(js, &head) != nil || head.Kind == "" {
-		return ""
+		return objKey{}
 	}
 	k := objKey{head.Kind, head.Metadata.Namespace, head.Metadata.Name}
-	if k.kind != "Node" && k.namespace == "" {
-		k.namespace = metav1.NamespaceDefault
+	switch k.kind {
+	case "Node":
+		k.namespace = ""
+	case "Service", "EndpointSlice":
+		if k.namespace == "" {
+			k.namespace = metav1.NamespaceDefault
+		}
 	}
-	return k.String()
+	return k
 }
 
 func kindOf(obj runtime.Object) string {

@@ -36,9 +36,13 @@ const (
 // EndpointSlice and Node objects, and keeps the Store equal to them.
 //
 // Only regular files (or symlinks to them) of at most MaxManifestBytes are
-// read. A file that is not one, does not parse or holds an invalid object
-// is reported (Log and Problems) and its last good content stays in force; nothing else
-// changes. A removed file removes its objects. An object defined in two
+// read. A file that is not one, or cannot be split into documents, is
+// reported (Log and Problems) and its last good content stays in force.
+// Otherwise each object stands on its own, as with kubectl apply -f: one
+// that does not decode or validate is reported with its file, document and
+// field, and keeps its last good version (none if it never had one), while
+// the file's other objects are served. A removed file removes its objects;
+// an object removed from a file goes once the file reads whole. An object defined in two
 // files is taken from the first file by name and reported on the later one.
 // Only objects that really changed reach the Store, so rewriting a file with
 // the same content marks nothing dirty.
@@ -262,11 +266,58 @@ func (m *Manifests) readFile(name string, full bool) []Problem {
 		return nil
 	}
 	st.raw = data
-	objs, problems := parseFile(path, data, rules{nodePorts: m.NodePortRange})
-	if len(problems) == 0 {
-		st.good = objs
+	reads, whole := readDocuments(path, data, rules{nodePorts: m.NodePortRange})
+	if whole != nil {
+		return []Problem{*whole}
 	}
+	var problems []Problem
+	st.good, problems = keepLastGood(st.good, reads)
 	return problems
+}
+
+// keepLastGood is what a file serves after a read, and the problems of
+// the read: every object that read well; every refused object at its last
+// good version, as kubectl apply -f leaves a live object as it was when its
+// new version is refused (none on a first read); and, when some document
+// named no object (a YAML error, a lost name or kind), every other object
+// of the last good content too, since its removal cannot be told from its
+// breakage: a removal takes effect once the file reads whole.
+func keepLastGood(last []object, reads []read) ([]object, []Problem) {
+	lastByKey := make(map[objKey]object, len(last))
+	for _, o := range last {
+		if _, dup := lastByKey[o.key]; !dup { // the first is the one served
+			lastByKey[o.key] = o
+		}
+	}
+	var good []object
+	var problems []Problem
+	seen := map[objKey]bool{}
+	whole := true
+	for _, rd := range reads {
+		if rd.problem == nil {
+			good = append(good, rd.object)
+			seen[rd.key] = true
+			continue
+		}
+		p := *rd.problem
+		whole = whole && !rd.unknown
+		if o, ok := lastByKey[rd.key]; ok && !rd.unknown && !seen[rd.key] {
+			o.doc = rd.doc
+			good = append(good, o)
+			seen[rd.key] = true
+			p.Kept = true
+		}
+		problems = append(problems, p)
+	}
+	if !whole {
+		for _, o := range last {
+			if !seen[o.key] {
+				good = append(good, o)
+				seen[o.key] = true
+			}
+		}
+	}
+	return good, problems
 }
 
 // placed is where an object of the merged view came from.
@@ -385,7 +436,7 @@ func (m *Manifests) applyNode(desired map[objKey]placed) {
 
 func (m *Manifests) report(p Problem) {
 	m.log().Error("manifest problem", zap.String("file", p.File), zap.Int("doc", p.Doc),
-		zap.String("object", cut(p.Object)), zap.Error(p.Err))
+		zap.String("object", cut(p.Object)), zap.Bool("lastGoodKept", p.Kept), zap.Error(p.Err))
 	if m.Problems != nil {
 		m.Problems(p)
 	}

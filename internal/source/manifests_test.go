@@ -156,16 +156,16 @@ func TestManifestsLoad(t *testing.T) {
 		dump:  []string{"default/web", "kube-system/dns"},
 		want:  "default/web no-service\nkube-system/dns 10.96.0.10 dns:53/UDP->53\nnode none",
 	}, {
-		name:     "YAML syntax error rejects the file only",
+		name:     "YAML syntax error refuses its document only",
 		files:    map[string]string{"web.yaml": webYAML + "---\nkind: [unclosed\n", "dns.yaml": dnsYAML},
 		dump:     []string{"default/web", "kube-system/dns"},
-		want:     "default/web no-service\nkube-system/dns 10.96.0.10 dns:53/UDP->53\nnode none",
+		want:     "default/web 10.96.0.100 http:80/TCP->8080 [web-1 10.244.1.2,10.244.2.2]\nkube-system/dns 10.96.0.10 dns:53/UDP->53\nnode none",
 		problems: []string{"web.yaml: document 3: parse: "},
 	}, {
-		name:     "invalid port",
+		name:     "invalid port refuses the Service, its EndpointSlice is served",
 		files:    map[string]string{"web.yaml": webBadPort},
 		dump:     []string{"default/web"},
-		want:     "default/web no-service\nnode none",
+		want:     "default/web no-service [web-1 10.244.1.2,10.244.2.2]\nnode none",
 		problems: []string{"web.yaml: document 1 (Service default/web): spec.ports[0].port: must be 1-65535, got 70000"},
 	}, {
 		name: "several reasons in one object",
@@ -191,7 +191,7 @@ func TestManifestsLoad(t *testing.T) {
 		name:     "unknown field is a problem",
 		files:    map[string]string{"web.yaml": strings.Replace(webYAML, "clusterIP:", "clusterIp:", 1)},
 		dump:     []string{"default/web"},
-		want:     "default/web no-service\nnode none",
+		want:     "default/web no-service [web-1 10.244.1.2,10.244.2.2]\nnode none",
 		problems: []string{`web.yaml: document 1 (Service default/web): decode: strict decoding error: unknown field "spec.clusterIp"`},
 	}, {
 		name:     "kind not used here",
@@ -323,10 +323,11 @@ func TestManifestsChanges(t *testing.T) {
 			dirty: "kube-system/dns",
 		}},
 	}, {
-		name: "a bad file from the start contributes nothing until fixed",
+		name: "a bad object from the start is not served until fixed; its neighbours are",
 		steps: []step{{
 			do:       func(t *testing.T, f *fixture) { f.write(t, "web.yaml", webBadPort) },
-			want:     "default/web no-service\nkube-system/dns no-service\nnode none",
+			want:     "default/web no-service [web-1 10.244.1.2,10.244.2.2]\nkube-system/dns no-service\nnode none",
+			dirty:    "default/web",
 			problems: []string{"web.yaml: document 1 (Service default/web): spec.ports[0].port: must be 1-65535"},
 		}, {
 			do:    func(t *testing.T, f *fixture) { f.write(t, "web.yaml", webYAML) },
@@ -386,6 +387,144 @@ func TestManifestsChanges(t *testing.T) {
 					t.Errorf("step %d: changed %q, want %q", i, got, s.dirty)
 				}
 				checkProblems(t, f.problems, s.problems)
+			}
+		})
+	}
+}
+
+// svcDoc is a ClusterIP Service named name on ip:port.
+func svcDoc(name, ip, port string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s}\nspec:\n  clusterIP: %s\n  ports: [{name: http, port: %s}]\n", name, ip, port)
+}
+
+// Each object of a file stands on its own, as with kubectl apply -f: a bad
+// one is reported with its file, document and field, keeps its last good
+// version (none on a fresh start), and never holds back the others; an
+// object removed from a file goes once the file reads whole.
+func TestManifestsPerObject(t *testing.T) {
+	a, b, c := svcDoc("a", "10.96.1.1", "80"), svcDoc("b", "10.96.1.2", "80"), svcDoc("c", "10.96.1.3", "80")
+	badB := svcDoc("b", "10.96.1.2", "70000")
+	file := func(docs ...string) string { return strings.Join(docs, "---\n") }
+	dump := []string{"default/a", "default/b", "default/c"}
+	type step struct {
+		content  string
+		want     string
+		dirty    string
+		problems []string // Problem.Error() prefixes, sorted
+		kept     []bool   // Problem.Kept of each, in the same order
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{{
+		name: "a bad Service on a fresh start: the others are served",
+		steps: []step{{
+			content:  file(a, badB, c),
+			want:     "default/a 10.96.1.1 http:80/TCP->80\ndefault/b no-service\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:    "default/a default/c",
+			problems: []string{"apps.yaml: document 2 (Service default/b): spec.ports[0].port: must be 1-65535, got 70000"},
+			kept:     []bool{false},
+		}, {
+			content: file(a, b, c),
+			want:    "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:   "default/b",
+		}},
+	}, {
+		name: "an edit that breaks one object: it keeps its last good version, the others change",
+		steps: []step{{
+			content: file(a, b, c),
+			want:    "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:   "default/a default/b default/c",
+		}, {
+			content:  file(svcDoc("a", "10.96.1.1", "81"), badB, svcDoc("c", "10.96.1.3", "83")),
+			want:     "default/a 10.96.1.1 http:81/TCP->81\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:83/TCP->83\nnode none",
+			dirty:    "default/a default/c",
+			problems: []string{"apps.yaml: document 2 (Service default/b): spec.ports[0].port: must be 1-65535, got 70000"},
+			kept:     []bool{true},
+		}, {
+			// An unknown field refuses b at decoding; still b by its name.
+			content:  file(a, strings.Replace(b, "clusterIP:", "clusterIp:", 1), c),
+			want:     "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:    "default/a default/c",
+			problems: []string{`apps.yaml: document 2 (Service default/b): decode: strict decoding error: unknown field "spec.clusterIp"`},
+			kept:     []bool{true},
+		}},
+	}, {
+		name: "a removal waits while a document names no object",
+		steps: []step{{
+			content: file(a, b, c),
+			want:    "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:   "default/a default/b default/c",
+		}, {
+			// b's document no longer parses and c is gone: which one was
+			// removed cannot be told, so both stay; a changes.
+			content:  file(svcDoc("a", "10.96.1.1", "81"), "kind: [unclosed\n"),
+			want:     "default/a 10.96.1.1 http:81/TCP->81\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:    "default/a",
+			problems: []string{"apps.yaml: document 2: parse: "},
+			kept:     []bool{false},
+		}, {
+			// A lost name is the same.
+			content:  file(a, strings.Replace(b, "{name: b}", "{}", 1)),
+			want:     "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:    "default/a",
+			problems: []string{"apps.yaml: document 2 (Service default/): metadata.name: "},
+			kept:     []bool{false},
+		}, {
+			// The file reads whole: c's removal takes effect.
+			content: file(a, b),
+			want:    "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c no-service\nnode none",
+			dirty:   "default/c",
+		}, {
+			// A refused object is no removal either way: b stays.
+			content:  file(a, badB),
+			want:     "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:80/TCP->80\ndefault/c no-service\nnode none",
+			problems: []string{"apps.yaml: document 2 (Service default/b): spec.ports[0].port"},
+			kept:     []bool{true},
+		}},
+	}, {
+		name: "a List with one bad item serves the others",
+		steps: []step{{
+			content: `{"apiVersion": "v1", "kind": "List", "items": [` +
+				`{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"clusterIP": "10.96.1.1", "ports": [{"name": "http", "port": 80}]}},` +
+				`{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"}, "spec": {"clusterIP": "10.96.1.2", "ports": [{"name": "http", "port": 0}]}},` +
+				`{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "c"}, "spec": {"clusterIP": "10.96.1.3", "ports": [{"name": "http", "port": 80}]}}]}`,
+			want:     "default/a 10.96.1.1 http:80/TCP->80\ndefault/b no-service\ndefault/c 10.96.1.3 http:80/TCP->80\nnode none",
+			dirty:    "default/a default/c",
+			problems: []string{"apps.yaml: document 1 (Service default/b): spec.ports[0].port: must be 1-65535, got 0"},
+			kept:     []bool{false},
+		}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			var kept []bool
+			problems := f.m.Problems
+			f.m.Problems = func(p Problem) { problems(p); kept = append(kept, p.Kept) }
+			for i, s := range tt.steps {
+				f.problems, kept = nil, nil
+				f.write(t, "apps.yaml", s.content)
+				var err error
+				if i == 0 {
+					err = f.m.Load() // a fresh start
+				} else {
+					f.m.mu.Lock()
+					_, err = f.m.scanLocked(false)
+					f.m.mu.Unlock()
+				}
+				if err != nil && (i > 0 || len(s.problems) == 0) {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got := dumpStore(f.store, dump...); got != s.want {
+					t.Errorf("step %d: store:\n%s\nwant:\n%s", i, got, s.want)
+				}
+				if got := dirtyString(f.store.Take()); got != s.dirty {
+					t.Errorf("step %d: changed %q, want %q", i, got, s.dirty)
+				}
+				checkProblems(t, f.problems, s.problems)
+				if !slices.Equal(kept, s.kept) {
+					t.Errorf("step %d: kept %v, want %v", i, kept, s.kept)
+				}
 			}
 		})
 	}
