@@ -348,6 +348,8 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 		},
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,
+		ReservedAddrs: src.apiServer,
+		ReservedCIDRs: c.ClusterCIDRs,
 		Timeouts:      dataplane.Timeouts{TCP: c.TCPTimeout, TCPFin: c.TCPFinTimeout, UDP: c.UDPTimeout},
 		Shim:          c.ShimConfig(),
 		DryRun:        c.DryRun,

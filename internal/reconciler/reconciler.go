@@ -42,6 +42,11 @@ type Options struct {
 	Translate     translate.Config
 	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
+	// ReservedAddrs and ReservedCIDRs are addresses no Service may claim
+	// beyond the node's own and every Node's, which the store knows: the
+	// API server's, the cluster's pod CIDRs (plan.Reserved).
+	ReservedAddrs []netip.Addr
+	ReservedCIDRs []netip.Prefix
 	Timeouts      dataplane.Timeouts
 	// Shim shapes the netfilter shim's rules (masquerade-all, cluster CIDRs,
 	// families). Its families are the agent's, the same value as
@@ -91,6 +96,8 @@ type Reconciler struct {
 	made map[model.VSKey]struct{}
 	// node is what the last translation knew of this node's Node.
 	node NodeStatus
+	// reserved are the addresses the last plan refused to claim.
+	reserved plan.Reserved
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.

@@ -149,6 +149,11 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	} else {
 		r.folded, st.Drift = r.foldDrift(scope)
 	}
+	reserved := r.reservedAddrs()
+	if !st.Full {
+		r.widenToReserved(scope, reserved)
+	}
+	r.reserved = reserved
 	st.Checked = st.Full || r.folded != nil
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
@@ -178,7 +183,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 // passes are made against an empty state of their own, as the cache they
 // are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
-	owner := r.ownerOf(r.observed).Made(r.made)
+	owner := r.ownerOf(r.observed, r.reserved).Made(r.made)
 	if full && observed.Empty() && !r.opt.DryRun {
 		return plan.Staged(desired, model.NewState(), owner)
 	}
@@ -316,7 +321,8 @@ func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
 }
 
 // noteRefusals reports each desired frontend the plan refused (another
-// tool's virtual server, or inside --exclude-cidrs) once: a Warning Event on
+// tool's virtual server, inside --exclude-cidrs, on a node's, the API
+// server's or a pod's address) once: a Warning Event on
 // its Service and a log line, counted by the refused-frontends gauge. A
 // frontend of the scope no longer refused is forgotten, so it is reported
 // again if it is refused again.
@@ -329,8 +335,11 @@ func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
 		}
 		r.refused[ref.Key] = ref
 		reason := "ForeignVirtualServer"
-		if ref.Why == plan.Excluded {
+		switch ref.Why {
+		case plan.Excluded:
 			reason = "ExcludedFrontend"
+		case plan.ReservedAddr:
+			reason = "ReservedAddress"
 		}
 		name, ok := r.desired.owner[ref.Key]
 		if !ok {
@@ -431,8 +440,9 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 
 // ownerOf builds the ownership predicate from one observed state: the
 // cached one for a sync, a fresh read for a drift check.
-func (r *Reconciler) ownerOf(observed model.State) plan.Owner {
+func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved) plan.Owner {
 	return plan.NewOwner(observed, r.NodePortAddrs(), plan.OwnerPolicy{
+		Reserved:      reserved,
 		NodePortRange: r.opt.NodePortRange,
 		Exclude:       r.opt.Exclude,
 		Families:      r.opt.Translate.Families,
