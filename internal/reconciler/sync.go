@@ -275,7 +275,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			created = svc.CreationTimestamp.Time
 		}
 		for _, c := range r.desired.replace(name, res, created, scope) {
-			r.warn(c.loser, "DuplicateVirtualServer", c)
+			r.warn(c.loser, c.reason(), c)
 		}
 	}
 	return scope, tried
