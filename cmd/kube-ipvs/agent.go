@@ -345,6 +345,7 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 			Families:          c.Families,
 			ServiceProxyName:  c.ServiceProxyName,
 			DrainTimeout:      c.DrainTimeout,
+			ExternalIPCIDRs:   c.ExternalIPCIDRs,
 		},
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,
