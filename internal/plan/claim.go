@@ -206,6 +206,9 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 		if shim.KindOf(e) == shim.VIPs && reserved.Has(e.Addr()) {
 			return false
 		}
+		if k, ok := FrontendOf(e); ok && owner.claimsReserved(k) {
+			return false // no member makes a frontend there look ours
+		}
 		return keepEntry(gone)(e)
 	}
 	keepObservedEntry := keepEntry(leftAlone)
