@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -96,8 +97,10 @@ type Reconciler struct {
 	made map[model.VSKey]struct{}
 	// node is what the last translation knew of this node's Node.
 	node NodeStatus
-	// reserved are the addresses the last plan refused to claim.
-	reserved plan.Reserved
+	// reserved are the addresses the last plan refused to claim;
+	// pubReserved the same, for Drift.
+	reserved    plan.Reserved
+	pubReserved atomic.Pointer[plan.Reserved]
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.

@@ -12,13 +12,31 @@ import (
 // reservedAddrs are the addresses no Service may claim now (see
 // plan.Reserved): this host's, this Node's and every Node's addresses and
 // pod CIDRs as the store knows them, and the configured ones (the API
-// server's, the cluster's pod CIDRs). Safe from any goroutine.
+// server's, the cluster's pod CIDRs). A configured address that is a
+// Service's ClusterIP is left out: a kubeconfig naming the kubernetes
+// Service's ClusterIP reaches the API server through this agent, which
+// must serve it. Called by the sync only: it reads the desired set.
 func (r *Reconciler) reservedAddrs() plan.Reserved {
 	own := snapshot.AddrsOf(r.opt.Store.Node())
 	all := r.opt.Store.AllNodeAddrs()
-	return plan.NewReserved(
-		slices.Concat(r.opt.ReservedAddrs, r.translateConfig().HostAddrs, own.Addrs, all.Addrs),
+	configured := slices.DeleteFunc(slices.Clone(r.opt.ReservedAddrs), func(a netip.Addr) bool {
+		_, clusterIP := r.desired.clusterIPs[a]
+		return clusterIP
+	})
+	res := plan.NewReserved(
+		slices.Concat(configured, r.translateConfig().HostAddrs, own.Addrs, all.Addrs),
 		slices.Concat(r.opt.ReservedCIDRs, own.PodCIDRs, all.PodCIDRs))
+	r.pubReserved.Store(&res)
+	return res
+}
+
+// publishedReserved are the reserved addresses of the last sync, for
+// views on other goroutines.
+func (r *Reconciler) publishedReserved() plan.Reserved {
+	if p := r.pubReserved.Load(); p != nil {
+		return *p
+	}
+	return plan.Reserved{}
 }
 
 // widenToReserved adds to an incremental scope what a change of the

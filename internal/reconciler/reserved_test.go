@@ -19,7 +19,9 @@ import (
 // next (incremental) sync; one that leaves gives it up.
 func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 	r := newRigWith(t, func(o *Options) {
-		o.ReservedAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.2")} // the API server
+		// The API server, and a kubeconfig's server that is the kubernetes
+		// Service's ClusterIP (which stays the agent's to serve).
+		o.ReservedAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.2"), netip.MustParseAddr("10.96.0.1")}
 		o.ReservedCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	})
 	r.store.SetNode(node("192.168.1.10"))
@@ -32,6 +34,7 @@ func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.168.1.2"}}
 	r.store.SetService(web)
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
+	r.store.SetService(service("kubernetes", "10.96.0.1", corev1.ProtocolTCP, 443))
 	r.sync(false)
 	dump := r.fake.Dump()
 	for _, a := range []string{"192.168.1.10:80", "192.168.1.11", "10.244.7.7", "192.168.1.2", "KUBE-IPVS-VIPS 192.168.1.10"} {
@@ -39,7 +42,7 @@ func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 			t.Errorf("%s is claimed:\n%s", a, dump)
 		}
 	}
-	for _, want := range []string{"-A -t 192.168.1.10:30080", "-A -t 192.168.1.50:80", "addr 192.168.1.50", "-A -t 10.96.0.10:80"} {
+	for _, want := range []string{"-A -t 192.168.1.10:30080", "-A -t 192.168.1.50:80", "addr 192.168.1.50", "-A -t 10.96.0.10:80", "-A -t 10.96.0.1:443", "addr 10.96.0.1"} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("%q missing:\n%s", want, dump)
 		}
