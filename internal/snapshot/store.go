@@ -13,8 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -240,8 +240,8 @@ func nodeChangeOf(old, node *corev1.Node) nodeChange {
 	case !maps.Equal(old.Labels, node.Labels) || !slices.Equal(old.Status.Addresses, node.Status.Addresses) ||
 		old.Spec.PodCIDR != node.Spec.PodCIDR || !slices.Equal(old.Spec.PodCIDRs, node.Spec.PodCIDRs):
 		return nodeTranslated
-	case health.NodeEligible(old) != health.NodeEligible(node):
-		return nodeHealth
+	case old.DeletionTimestamp.IsZero() != node.DeletionTimestamp.IsZero() || !equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints):
+		return nodeHealth // health.NodeEligible reads these
 	}
 	return nodeSame
 }
