@@ -42,6 +42,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	ipvsFlags(fs, c)
 	fs.Var(listValue(&c.NodePortAddresses, config.NodePortAddresses), "nodeport-addresses", `comma-separated CIDRs of node addresses NodePorts listen on, "primary" (the Node's InternalIPs) or "all"; unset: every node address, following addresses as they come and go`)
 	ownershipFlags(fs, c)
+	fs.Var(prefixesValue{&c.ExternalIPCIDRs}, "external-ip-cidrs", "comma-separated CIDRs a Service's spec.externalIPs must be inside to be served on this node (unset: any, as kube-proxy; any namespace may then claim an address, CVE-2020-8554: enable the DenyServiceExternalIPs admission plugin or set this)")
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
 	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "how long a removed TCP/SCTP endpoint may drain at weight 0; per Service: annotation kube-ipvs.io/drain-timeout")

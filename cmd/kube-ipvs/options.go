@@ -100,6 +100,9 @@ func (o agentOptions) warn(log *zap.Logger) {
 	if len(o.overridden) > 0 {
 		log.Info("flags override the config file (kube-proxy would ignore them)", zap.String("config", o.files.config), zap.Strings("flags", o.overridden))
 	}
+	if len(o.ExternalIPCIDRs) == 0 {
+		log.Warn("--external-ip-cidrs is unset: a Service in any namespace may have its spec.externalIPs served on this node (CVE-2020-8554); set it, or enable the API server's DenyServiceExternalIPs admission plugin cluster-wide")
+	}
 	if len(o.NodePortAddresses) == 0 {
 		log.Warn("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`")
 	}

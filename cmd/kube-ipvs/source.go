@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -20,6 +22,8 @@ type input struct {
 	load     func(ctx context.Context) error // deliver the initial state, then return
 	recorder reconciler.Recorder
 	stop     func()
+	// apiServer are the API server's addresses, which no Service may claim.
+	apiServer []netip.Addr
 }
 
 func newSource(c config.Config, node string, log *zap.Logger) (*input, error) {
@@ -41,18 +45,20 @@ func manifestSource(c config.Config, node string, log *zap.Logger) *input {
 }
 
 func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
-	client, err := source.NewClient(source.ClientOptions{
+	co := source.ClientOptions{
 		Kubeconfig: c.Kubeconfig, Master: c.Master, QPS: c.Client.QPS, Burst: c.Client.Burst,
 		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
 		Compression: c.Client.Compression, HTTP2: c.Client.HTTP2,
-	})
+	}
+	client, err := source.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	api := apiServerAddrs(co, log)
 	store := snapshot.NewStore(source.SourcesKubernetes...)
 	k := &source.Kubernetes{Client: client, NodeName: node, ServiceProxyName: c.ServiceProxyName, Store: store, Log: log}
 	rec, stopRec := source.NewServiceEventRecorder(client, node, store, log)
-	src := &input{store: store, run: k.Run, recorder: rec, stop: stopRec}
+	src := &input{store: store, run: k.Run, recorder: rec, stop: stopRec, apiServer: api}
 	src.load = func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
@@ -72,4 +78,17 @@ func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 		return nil
 	}
 	return src, nil
+}
+
+// apiServerAddrs are the addresses of the API server the agent talks to,
+// looked up once at start (kube-proxy too reads its kubeconfig once). A
+// name that does not resolve reserves nothing, and says so.
+func apiServerAddrs(co source.ClientOptions, log *zap.Logger) []netip.Addr {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := source.APIServerAddrs(ctx, co)
+	if err != nil {
+		log.Warn("the API server's address is not known: Services may claim it", zap.Error(err))
+	}
+	return addrs
 }

@@ -37,7 +37,10 @@ type Config struct {
 	NodePortAddresses []string
 	NodePortRange     model.PortRange
 	ExcludeCIDRs      []netip.Prefix
-	model.Families    // --ipv4, --ipv6: handed alike to translation and the shim
+	// ExternalIPCIDRs, when set, are the only addresses a Service's
+	// spec.externalIPs are served on (nil: any).
+	ExternalIPCIDRs []netip.Prefix
+	model.Families  // --ipv4, --ipv6: handed alike to translation and the shim
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration

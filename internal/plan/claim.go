@@ -25,6 +25,10 @@ const (
 	// look ours (the link's addresses are what mark ours), and a later sync
 	// would take it over or delete it.
 	SharedAddr
+	// ReservedAddr: its address is this node's, another Node's, the API
+	// server's or inside the pod CIDRs (Reserved); binding it would cut
+	// the node off from whatever listens there.
+	ReservedAddr
 )
 
 func (w Why) String() string {
@@ -35,6 +39,8 @@ func (w Why) String() string {
 		return "foreign"
 	case SharedAddr:
 		return "shared-address"
+	case ReservedAddr:
+		return "reserved-address"
 	}
 	return fmt.Sprintf("why(%d)", int(w))
 }
@@ -56,6 +62,8 @@ func (r Refusal) String() string {
 		return fmt.Sprintf("frontend %s is inside the excluded CIDRs: not served", r.Key)
 	case Foreign:
 		return fmt.Sprintf("frontend %s is a virtual server the agent does not own: not served, left to its owner", r.Key)
+	case ReservedAddr:
+		return fmt.Sprintf("frontend %s is on an address of a node, of the API server or of the pod network: not served, its address not bound", r.Key)
 	}
 	return fmt.Sprintf("frontend %s: its address carries %s, a virtual server the agent does not own: not served, its address not bound", r.Key, r.By)
 }
@@ -89,6 +97,8 @@ func (o Owner) refusals(desired, observed model.State) []Refusal {
 		case k.FWMark != 0:
 		case !o.OwnsAddr(k.Addr):
 			out = append(out, Refusal{Key: k, Why: Excluded})
+		case o.claimsReserved(k):
+			out = append(out, Refusal{Key: k, Why: ReservedAddr})
 		case o.isForeign(k, observed):
 			out = append(out, Refusal{Key: k, Why: Foreign, By: k})
 		case foreignAddr:
@@ -169,30 +179,53 @@ func (f *foreignIndex) on(o Owner) map[netip.Addr]model.VSKey {
 // members of refused or excluded frontends and the addresses refused, and
 // observed without those frontends and set members, so that the diff plans
 // no operation at all on them (not even the removal of a set member or
-// virtual server of ours that a refused frontend still has). Without
-// anything to take out it returns its inputs; services are never copied.
+// virtual server of ours that a refused frontend still has). A frontend
+// refused for its reserved address stays in observed: what of it is ours
+// (an older agent's, recorded in our sets) is removed, and no reserved
+// address is ever bound or listed as a VIP. Without anything to take out
+// it returns its inputs; services are never copied.
 func withoutRefused(desired, observed model.State, refused []Refusal, owner Owner) (model.State, model.State) {
-	gone := make(map[model.VSKey]bool, len(refused))
+	gone := make(map[model.VSKey]bool, len(refused))      // out of desired
+	leftAlone := make(map[model.VSKey]bool, len(refused)) // out of both
 	for _, r := range refused {
 		gone[r.Key] = true
+		if r.Why != ReservedAddr {
+			leftAlone[r.Key] = true
+		}
 	}
+	reserved := owner.policy.Reserved
 	// A member naming a frontend not ours would make it look ours: it is
 	// refused even when no desired virtual server asks for that frontend.
-	keepEntry := func(e model.SetEntry) bool {
-		k, ok := FrontendOf(e)
-		return !ok || (!gone[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
+	keepEntry := func(skip map[model.VSKey]bool) func(model.SetEntry) bool {
+		return func(e model.SetEntry) bool {
+			k, ok := FrontendOf(e)
+			return !ok || (!skip[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
+		}
 	}
+	keepDesiredEntry := func(e model.SetEntry) bool {
+		if shim.KindOf(e) == shim.VIPs && reserved.Has(e.Addr()) {
+			return false
+		}
+		if k, ok := FrontendOf(e); ok && owner.claimsReserved(k) {
+			return false // no member makes a frontend there look ours
+		}
+		return keepEntry(gone)(e)
+	}
+	keepObservedEntry := keepEntry(leftAlone)
 	keepAddr := func(a netip.Addr) bool {
 		_, foreign := owner.foreignOn(a, desired)
-		return owner.OwnsAddr(a) && !foreign
+		return owner.OwnsAddr(a) && !foreign && !reserved.Has(a)
 	}
-	if len(gone) == 0 && all(desired.Addrs, keepAddr) && all(desired.Sets, keepEntry) && all(observed.Sets, keepEntry) {
+	if len(gone) == 0 && all(desired.Addrs, keepAddr) && all(desired.Sets, keepDesiredEntry) && all(observed.Sets, keepObservedEntry) {
 		return desired, observed
 	}
 	d := model.State{Services: filter(desired.Services, func(k model.VSKey) bool { return !gone[k] }),
-		Addrs: filter(desired.Addrs, keepAddr), Sets: filter(desired.Sets, keepEntry)}
-	o := model.State{Services: filter(observed.Services, func(k model.VSKey) bool { return !gone[k] }),
-		Addrs: observed.Addrs, Sets: filter(observed.Sets, keepEntry)}
+		Addrs: filter(desired.Addrs, keepAddr), Sets: filter(desired.Sets, keepDesiredEntry)}
+	o := observed
+	if len(leftAlone) > 0 || !all(observed.Sets, keepObservedEntry) {
+		o = model.State{Services: filter(observed.Services, func(k model.VSKey) bool { return !leftAlone[k] }),
+			Addrs: observed.Addrs, Sets: filter(observed.Sets, keepObservedEntry)}
+	}
 	return d, o
 }
 

@@ -3,6 +3,7 @@ package plan
 import (
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -383,5 +384,63 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("no %v in the diff: the case does not cover it", k)
 		}
+	}
+}
+
+// TestPlanReservedAddrs: a frontend on a node's, the API server's or a pod
+// address is refused, never bound nor listed as a VIP; a node address
+// bound on our link (by an older agent) makes nothing there ours, and
+// comes off it with its VIP member; what our sets record there is
+// removed; a NodePort on the node's address is served.
+func TestPlanReservedAddrs(t *testing.T) {
+	node2 := netip.MustParseAddr("192.168.1.11")
+	api := netip.MustParseAddr("192.168.1.2")
+	pod := netip.MustParseAddr("10.244.3.7")
+	kSelf := model.NewVSKey(model.TCP, node1, 80)       // an external IP: this node's address
+	kOther := model.NewVSKey(model.TCP, node2, 80)      // another Node's address
+	kAPI := model.NewVSKey(model.TCP, api, 443)         // the API server's
+	kPod := model.NewVSKey(model.UDP, pod, 53)          // inside the pod CIDRs
+	kNode := model.NewVSKey(model.TCP, node1, 30080)    // a NodePort
+	kLowPort := model.NewVSKey(model.TCP, node1, 22)    // not a NodePort, in no set
+	kRecorded := model.NewVSKey(model.TCP, node1, 8080) // an older agent's, recorded
+	kForeign := model.NewVSKey(model.TCP, node1, 443)   // another tool's
+	desired := state([]netip.Addr{node1, node2, api, pod},
+		svc(kSelf, "rr"), svc(kOther, "rr"), svc(kAPI, "rr"), svc(kPod, "rr"), svc(kNode, "rr"), svc(kLowPort, "rr"))
+	for _, e := range []model.SetEntry{shim.VIPEntry(node1), shim.VIPEntry(node2), shim.VIPEntry(api), shim.VIPEntry(pod),
+		shim.Entry(shim.Frontends, node1, model.TCP, 80), shim.Entry(shim.Frontends, node1, model.TCP, 30080)} {
+		desired.Sets[e] = struct{}{}
+	}
+	observed := state([]netip.Addr{node1}, svc(kForeign, "wlc"), svc(kRecorded, "rr"))
+	observed.Sets[shim.VIPEntry(node1)] = struct{}{}
+	observed.Sets[shim.Entry(shim.Frontends, node1, model.TCP, 8080)] = struct{}{}
+	p := testPolicy
+	p.Reserved = NewReserved([]netip.Addr{node1, node2, api}, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
+	owner := NewOwner(observed, []netip.Addr{node1}, p)
+	if owner.OwnsService(kForeign) {
+		t.Errorf("%s is ours because its address is on our link", kForeign)
+	}
+	ops, refused := Plan(desired, observed, owner)
+	want := `ipset add KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:30080
+-A -t 192.168.1.10:30080 -s rr
+-D -t 192.168.1.10:8080
+ip addr del 192.168.1.10/32
+ipset del KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:8080
+ipset del KUBE-IPVS-VIPS 192.168.1.10
+`
+	if got := render(ops); got != want {
+		t.Errorf("ops:\n%s\nwant:\n%s", got, want)
+	}
+	var got []string
+	for _, r := range refused {
+		if r.Why != ReservedAddr {
+			t.Errorf("%s refused as %s", r.Key, r.Why)
+		}
+		got = append(got, r.Key.String())
+	}
+	slices.Sort(got)
+	wantRefused := []string{kSelf.String(), kLowPort.String(), kAPI.String(), kOther.String(), kPod.String()}
+	slices.Sort(wantRefused)
+	if !slices.Equal(got, wantRefused) {
+		t.Errorf("refused %q, want %q", got, wantRefused)
 	}
 }

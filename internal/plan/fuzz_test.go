@@ -64,6 +64,42 @@ var fuzzEntries = []model.SetEntry{
 	shim.Entry(shim.External, vip6, model.SCTP, 9),
 	shim.Entry(shim.External, ext, model.TCP, 80),
 	shim.Entry(shim.NoEndpoints, excludedVIP, model.TCP, 80),
+	shim.VIPEntry(vip1),
+	shim.VIPEntry(node1),
+	shim.Entry(shim.Frontends, node1, model.TCP, 80),
+}
+
+// genReserved decodes bytes into the reserved addresses: each bit of the
+// first byte reserves one of fuzzAddrs, the top bit the prefix holding
+// vip1 and vip2 too (a pod CIDR, say).
+func genReserved(data []byte) Reserved {
+	if len(data) == 0 {
+		return Reserved{}
+	}
+	var addrs []netip.Addr
+	for i, a := range fuzzAddrs {
+		if data[0]&(1<<i) != 0 {
+			addrs = append(addrs, a)
+		}
+	}
+	var prefixes []netip.Prefix
+	if data[0]&0x80 != 0 {
+		prefixes = append(prefixes, netip.MustParsePrefix("10.96.0.0/30"))
+	}
+	return NewReserved(addrs, prefixes)
+}
+
+// fuzzOwner is testOwner with addresses reserved.
+func fuzzOwner(observed model.State, reserved Reserved) Owner {
+	p := testPolicy
+	p.Reserved = reserved
+	return NewOwner(observed, []netip.Addr{node1}, p)
+}
+
+// claimsReserved is the oracle for frontends on a reserved address: all
+// but a NodePort (the node address, a port in the range).
+func claimsReserved(k model.VSKey, owner Owner) bool {
+	return owner.policy.Reserved.Has(k.Addr) && !(k.Addr == node1 && testPolicy.NodePortRange.Contains(k.Port))
 }
 
 // excludedVIP is inside testPolicy's excluded CIDRs.
@@ -74,8 +110,22 @@ var excludedVIP = netip.MustParseAddr("10.96.9.9")
 // and is not ours, one whose address is to be bound and carries a
 // virtual server not ours.
 func refused(k model.VSKey, desired, observed model.State, owner Owner) bool {
+	return leftAlone(k, desired, observed, owner) || reservedRefused(k, owner)
+}
+
+// reservedRefused: a frontend refused for its reserved address; what is
+// ours of it is removed.
+func reservedRefused(k model.VSKey, owner Owner) bool {
+	return owner.OwnsAddr(k.Addr) && claimsReserved(k, owner)
+}
+
+// leftAlone: a frontend refused and left as it is, in desired and observed.
+func leftAlone(k model.VSKey, desired, observed model.State, owner Owner) bool {
 	if !owner.OwnsAddr(k.Addr) {
 		return true
+	}
+	if claimsReserved(k, owner) {
+		return false
 	}
 	if _, ok := observed.Services[k]; ok && !owner.OwnsService(k) {
 		return true
@@ -115,12 +165,12 @@ func expect(desired, observed model.State, owner Owner) model.State {
 	}
 	for k, v := range observed.Services {
 		_, wanted := desired.Services[k]
-		if (wanted && refused(k, desired, observed, owner)) || (!wanted && !owner.OwnsService(k)) {
+		if (wanted && leftAlone(k, desired, observed, owner)) || ((!wanted || reservedRefused(k, owner)) && !owner.OwnsService(k)) {
 			want.Services[k] = v.Clone()
 		}
 	}
 	for a := range desired.Addrs {
-		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) {
+		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) && !owner.policy.Reserved.Has(a) {
 			want.Addrs[a] = struct{}{}
 		}
 	}
@@ -138,10 +188,19 @@ func expect(desired, observed model.State, owner Owner) model.State {
 		}
 		_, wanted := desired.Services[k]
 		_, exists := observed.Services[k]
-		return !owner.OwnsAddr(k.Addr) || (exists && !owner.OwnsService(k)) || (wanted && refused(k, desired, observed, owner))
+		return !owner.OwnsAddr(k.Addr) || (exists && !owner.OwnsService(k)) || (wanted && leftAlone(k, desired, observed, owner))
+	}
+	// A reserved address's VIP member, and the members of a frontend
+	// refused for its reserved address, are not added.
+	notAdded := func(e model.SetEntry) bool {
+		if shim.KindOf(e) == shim.VIPs {
+			return owner.policy.Reserved.Has(e.Addr())
+		}
+		k := entryKey(e)
+		return k.Addr.IsValid() && reservedRefused(k, owner)
 	}
 	for e := range desired.Sets {
-		if !refusedEntry(e) {
+		if !refusedEntry(e) && !notAdded(e) {
 			want.Sets[e] = struct{}{}
 		}
 	}
@@ -175,6 +234,19 @@ func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
 		if op.Kind == BindAddr && foreignAddr(op.Addr, observed, owner) {
 			t.Fatalf("%s: binds an address that carries a virtual server not ours", op)
 		}
+		// No plan binds or guards a host, Node, API-server or pod-CIDR
+		// address, nor serves a frontend there but a NodePort.
+		reserved := owner.policy.Reserved
+		switch {
+		case op.Kind == BindAddr && reserved.Has(op.Addr):
+			t.Fatalf("%s: binds a reserved address", op)
+		case op.Kind == AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && reserved.Has(op.Entry.Addr()):
+			t.Fatalf("%s: guards a reserved address as a VIP", op)
+		case op.Kind == AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && claimsReserved(entryKey(op.Entry), owner):
+			t.Fatalf("%s: records a frontend on a reserved address", op)
+		case (op.Kind == AddService || op.Kind == UpdateService || op.Kind == AddReal) && claimsReserved(op.VS.Key, owner):
+			t.Fatalf("%s: serves a frontend on a reserved address", op)
+		}
 	}
 }
 
@@ -198,14 +270,18 @@ func checkBound(t *testing.T, ops []Op, desired, got model.State) {
 }
 
 func FuzzDiff(f *testing.F) {
-	f.Add([]byte{}, []byte{})
-	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3})
-	f.Add([]byte{1, 1, 2, 3, 1, 0xff}, []byte{1, 9, 2, 3, 0, 0x5a})
-	f.Add([]byte{2, 4, 0, 1, 1, 0, 0, 1, 0x40}, []byte{1, 0x0c, 1, 0, 0})
-	f.Fuzz(func(t *testing.T, d, o []byte) {
-		desired, observed := genState(d), genState(o)
-		owner := testOwner(observed)
-		if ops := Diff(observed, observed, owner); len(ops) != 0 {
+	f.Add([]byte{}, []byte{}, []byte{})
+	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{})
+	f.Add([]byte{1, 1, 2, 3, 1, 0xff}, []byte{1, 9, 2, 3, 0, 0x5a}, []byte{})
+	f.Add([]byte{2, 4, 0, 1, 1, 0, 0, 1, 0x40}, []byte{1, 0x0c, 1, 0, 0}, []byte{})
+	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{0x09})
+	f.Add([]byte{2, 3, 1, 3, 1, 0x08, 4, 1, 2, 0}, []byte{2, 3, 9, 2, 1, 3, 2, 0x30}, []byte{0x89})
+	f.Fuzz(func(t *testing.T, d, o, r []byte) {
+		desired, observed, reserved := genState(d), genState(o), genReserved(r)
+		owner := fuzzOwner(observed, reserved)
+		// Without reserved addresses: a reserved address bound on the link
+		// is unbound even when a Service asks for it.
+		if ops := Diff(observed, observed, testOwner(observed)); len(ops) != 0 {
 			t.Fatalf("Diff(s, s) not empty:\n%s", render(ops))
 		}
 		got := observed.Clone()
@@ -222,7 +298,7 @@ func FuzzDiff(f *testing.F) {
 		// A fresh owner, as the next full sync builds: nothing the diff did
 		// (no bind, no set member) may have made a virtual server not ours
 		// look ours, so the next diff has nothing left to do.
-		if again := Diff(desired, got, testOwner(got)); len(again) != 0 {
+		if again := Diff(desired, got, fuzzOwner(got, reserved)); len(again) != 0 {
 			t.Fatalf("not converged, second diff:\n%s", render(again))
 		}
 	})

@@ -8,11 +8,13 @@ import (
 )
 
 // OwnerPolicy is what the flags say about ownership: the NodePort range,
-// the excluded CIDRs and the families the agent serves.
+// the excluded CIDRs and the families the agent serves; and the addresses
+// no Service may claim.
 type OwnerPolicy struct {
 	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
 	Families      model.Families
+	Reserved      Reserved
 }
 
 // Owner is the single predicate that decides what the agent may delete.
@@ -54,7 +56,10 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 // OwnsService tells whether a virtual server is ours to delete: its
 // address is bound to our link, or one of our sets names it as a frontend,
 // or it is a node address with a port in the NodePort range; and it is
-// neither excluded nor of a disabled family.
+// neither excluded nor of a disabled family. A reserved address is never
+// ours because it is on our link: a node's or the API server's address
+// bound there (by an older agent, or by hand) would otherwise make the
+// virtual servers another tool keeps on it ours, to take over or delete.
 //
 // The Frontends set is what makes ownership durable: the agent records
 // every frontend there before creating it, so its record outlives restarts,
@@ -69,7 +74,7 @@ func (o Owner) OwnsService(k model.VSKey) bool {
 	if k.FWMark != 0 || !o.OwnsAddr(k.Addr) {
 		return false
 	}
-	if _, ok := o.linkAddrs[k.Addr]; ok {
+	if _, ok := o.linkAddrs[k.Addr]; ok && !o.policy.Reserved.Has(k.Addr) {
 		return true
 	}
 	if o.namedBySet(k) {
@@ -77,6 +82,19 @@ func (o Owner) OwnsService(k model.VSKey) bool {
 	}
 	_, node := o.nodeAddrs[k.Addr]
 	return node && o.policy.NodePortRange.Contains(k.Port)
+}
+
+// claimsReserved tells whether frontend k would claim a reserved address:
+// any frontend there but a NodePort's. A NodePort is served on the node's
+// own addresses by design, and the API server keeps the NodePort range
+// for NodePorts (the rule OwnsService adopts them by); every other
+// frontend's address is bound on our link and guarded as a VIP.
+func (o Owner) claimsReserved(k model.VSKey) bool {
+	if k.FWMark != 0 || !o.policy.Reserved.Has(k.Addr) {
+		return false
+	}
+	_, node := o.nodeAddrs[k.Addr]
+	return !node || !o.policy.NodePortRange.Contains(k.Port)
 }
 
 // frontendKinds are the set kinds whose members name a frontend.

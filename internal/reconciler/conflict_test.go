@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -123,5 +124,97 @@ func TestLoserTakesOverWhenTheWinnerMoves(t *testing.T) {
 	r.fake.ResetCalls()
 	if st := r.sync(true); st.Ops != 0 {
 		t.Fatalf("a full sync after the takeover planned %d ops: %v", st.Ops, r.fake.Log())
+	}
+}
+
+// servesFor tells which Service's endpoint the kernel sends a frontend to.
+func servesFor(t *testing.T, dump, frontend, endpoint string) bool {
+	t.Helper()
+	return strings.Contains(dump, "-a -t "+frontend+" -r "+endpoint+" ")
+}
+
+// A Service that lists a Service CIDR address as an external IP before
+// the allocator hands it out does not keep it from the Service given it
+// as its ClusterIP, in either order of arrival and across a restart: the
+// ClusterIP:port serves its own Service, the squatter's other ports on
+// that address are not served (the ClusterIP is not its to extend), and
+// the squatter gets them back when the ClusterIP's Service goes.
+func TestClusterIPBeatsAnOlderExternalIP(t *testing.T) {
+	for _, order := range []string{"squatter first", "owner first"} {
+		t.Run(order, func(t *testing.T) {
+			r := newRig(t)
+			squat := withExternalIP("squat", "10.96.0.70", "10.96.0.99", 80)
+			squat.Spec.Ports = append(squat.Spec.Ports, corev1.ServicePort{Name: "q", Protocol: corev1.ProtocolTCP, Port: 8080})
+			squat.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+			squatSlice := slice("squat", corev1.ProtocolTCP, 9000, ready("10.244.9.1"))
+			squatSlice.Ports = append(squatSlice.Ports, discoveryv1.EndpointPort{Name: ptr("q"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(9001))})
+			owner := service("owner", "10.96.0.99", corev1.ProtocolTCP, 80)
+			owner.CreationTimestamp = metav1.NewTime(time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC))
+			add := []func(){
+				func() { r.store.SetService(squat); r.store.SetSlice(squatSlice) },
+				func() {
+					r.store.SetService(owner)
+					r.store.SetSlice(slice("owner", corev1.ProtocolTCP, 8080, ready("10.244.9.2")))
+				},
+			}
+			if order == "owner first" {
+				add[0], add[1] = add[1], add[0]
+			}
+			add[0]()
+			r.sync(false)
+			add[1]()
+			r.sync(false)
+			check := func(when string) {
+				dump := r.fake.Dump()
+				if !servesFor(t, dump, "10.96.0.99:80", "10.244.9.2:8080") || servesFor(t, dump, "10.96.0.99:80", "10.244.9.1:9000") {
+					t.Errorf("%s: the ClusterIP does not serve its own Service only:\n%s", when, dump)
+				}
+				if strings.Contains(dump, "10.96.0.99:8080") {
+					t.Errorf("%s: the squatter serves another port on the ClusterIP:\n%s", when, dump)
+				}
+				if !strings.Contains(dump, "-A -t 10.96.0.70:8080") {
+					t.Errorf("%s: the squatter's own ClusterIP went too:\n%s", when, dump)
+				}
+			}
+			check("after both")
+			var reasons []string
+			for _, w := range r.warn.warnings {
+				reasons = append(reasons, strings.TrimSuffix(strings.Fields(w)[1], ":"))
+			}
+			if got := strings.Join(reasons, " "); got != "DuplicateVirtualServer ClusterIPClaimed" && got != "ClusterIPClaimed DuplicateVirtualServer" {
+				t.Errorf("warnings %q", r.warn.warnings)
+			}
+			r.restart()
+			r.sync(false)
+			check("after a restart")
+
+			r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "owner"})
+			r.sync(false)
+			dump := r.fake.Dump()
+			if !servesFor(t, dump, "10.96.0.99:80", "10.244.9.1:9000") || !servesFor(t, dump, "10.96.0.99:8080", "10.244.9.1:9001") {
+				t.Errorf("the squatter does not get its external IP back once the ClusterIP is free:\n%s", dump)
+			}
+		})
+	}
+}
+
+// A load-balancer ingress IP (its controller's) wins a frontend over an
+// older Service's external IP (anyone's claim).
+func TestLoadBalancerIPBeatsAnOlderExternalIP(t *testing.T) {
+	r := newRig(t)
+	old := claimant("old", "10.96.0.61", 1)
+	r.store.SetService(old)
+	r.store.SetSlice(slice("old", corev1.ProtocolTCP, 8080, ready("10.244.9.1")))
+	r.sync(false)
+	lb := service("lb", "10.96.0.62", corev1.ProtocolTCP, 80)
+	lb.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, 30, 0, 0, time.UTC))
+	lb.Spec.Type = corev1.ServiceTypeLoadBalancer
+	lb.Spec.Ports[0].NodePort = 30099
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.50"}}
+	r.store.SetService(lb)
+	r.store.SetSlice(slice("lb", corev1.ProtocolTCP, 8080, ready("10.244.9.2")))
+	r.sync(false)
+	if dump := r.fake.Dump(); !servesFor(t, dump, "192.0.2.50:80", "10.244.9.2:8080") || servesFor(t, dump, "192.0.2.50:80", "10.244.9.1:8080") {
+		t.Errorf("the load-balancer IP does not serve its own Service only:\n%s", dump)
 	}
 }

@@ -17,13 +17,20 @@ import (
 // keys and addresses.
 //
 // Two Services may claim one frontend (a VIP:port; the API server does not
-// prevent it for external and load-balancer IPs). The older Service wins
-// (creationTimestamp, then namespace/name), whatever order the agent learns
-// of them in, so a restart keeps the winner. The loser gets nothing of that
-// frontend in the kernel: no virtual server, no real servers, no set member
-// (its no-endpoints member would reject the winner's traffic), no reference
-// to the VIP. It waits on the frontend and takes it over as soon as the
-// winner lets go of it (deleted, or changed to another frontend).
+// prevent it for external and load-balancer IPs). The one whose kind of
+// frontend owns the address wins: a ClusterIP (the allocator's; a NodePort
+// too) before a load-balancer ingress IP (its controller's) before an
+// external IP (anyone's claim); then the older Service (creationTimestamp,
+// then namespace/name), whatever order the agent learns of them in, so a
+// restart keeps the winner. An external or load-balancer IP that is any
+// Service's ClusterIP loses all its frontends there: a Service that listed
+// a Service CIDR address before the allocator handed it out would
+// otherwise serve ports on another Service's ClusterIP. The loser gets
+// nothing of that frontend in the kernel: no virtual server, no real
+// servers, no set member (its no-endpoints member would reject the
+// winner's traffic), no reference to the VIP. It waits on the frontend and
+// takes it over as soon as the winner lets go of it (deleted, or changed to
+// another frontend).
 type desiredSet struct {
 	state model.State
 	// results are the translations in force: each Service's last good
@@ -51,29 +58,111 @@ type desiredSet struct {
 	rank    map[model.ServiceName]claimRank
 	lost    map[model.ServiceName][]model.VSKey
 	waiting map[model.VSKey]map[model.ServiceName]struct{}
+	// clusterIPs are the Services whose last good translation has a
+	// ClusterIP frontend on each address; claimed the Services whose last
+	// good translation has an external or load-balancer frontend on each.
+	clusterIPs byAddr
+	claimed    byAddr
 }
 
-// claimRank orders the Services claiming one frontend: the older first.
+// claimRank orders the Services claiming one frontend: by kind, then the
+// older first.
 type claimRank struct {
+	kind    int
 	created time.Time
 	name    model.ServiceName
 }
 
 func (a claimRank) before(b claimRank) bool {
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
 	if !a.created.Equal(b.created) {
 		return a.created.Before(b.created)
 	}
 	return a.name.Compare(b.name) < 0
 }
 
-// conflict is a frontend a Service lost to an older one.
+// kindRank orders the kinds of frontend by who owns the address first: a
+// ClusterIP is the allocator's (and a NodePort's port the allocator's too),
+// a load-balancer ingress IP its controller's, an external IP anyone's.
+func kindRank(k translate.FrontendKind) int {
+	switch k {
+	case translate.KindClusterIP, translate.KindNodePort:
+		return 0
+	case translate.KindLoadBalancer:
+		return 1
+	}
+	return 2
+}
+
+// rankOf is how a Service ranks in the claims on frontend k.
+func (d *desiredSet) rankOf(name model.ServiceName, k model.VSKey) claimRank {
+	r := d.rank[name]
+	m, _ := d.whole[name].MetaOf(k)
+	r.kind = kindRank(m.Kind)
+	return r
+}
+
+// conflict is a frontend a Service lost to another: one that ranks before
+// it on that frontend, or (onClusterIP) whose ClusterIP its address is.
 type conflict struct {
 	loser, winner model.ServiceName
 	key           model.VSKey
+	onClusterIP   bool
 }
 
 func (c conflict) Error() string {
-	return fmt.Sprintf("service %s: virtual server %s is already served for %s, an older Service; it is taken over when that one lets go of it", c.loser, c.key, c.winner)
+	if c.onClusterIP {
+		return fmt.Sprintf("service %s: frontend %s is on the ClusterIP of %s: not served while that Service has it", c.loser, c.key, c.winner)
+	}
+	return fmt.Sprintf("service %s: virtual server %s is already served for %s, which ranks first (a ClusterIP, then a load-balancer IP, then an external IP; then the older Service); it is taken over when that one lets go of it", c.loser, c.key, c.winner)
+}
+
+// reason is the Event reason of a conflict.
+func (c conflict) reason() string {
+	if c.onClusterIP {
+		return "ClusterIPClaimed"
+	}
+	return "DuplicateVirtualServer"
+}
+
+// byAddr lists, per address, the Services with some frontend there.
+type byAddr map[netip.Addr]map[model.ServiceName]struct{}
+
+func (b byAddr) add(a netip.Addr, name model.ServiceName) {
+	if b[a] == nil {
+		b[a] = map[model.ServiceName]struct{}{}
+	}
+	b[a][name] = struct{}{}
+}
+
+// drop removes name from a and tells whether a is left with none.
+func (b byAddr) drop(a netip.Addr, name model.ServiceName) bool {
+	delete(b[a], name)
+	if len(b[a]) == 0 {
+		delete(b, a)
+		return true
+	}
+	return false
+}
+
+// first is the first Service by name at a.
+func (b byAddr) first(a netip.Addr) model.ServiceName {
+	var out model.ServiceName
+	for n := range b[a] {
+		if out == (model.ServiceName{}) || n.Compare(out) < 0 {
+			out = n
+		}
+	}
+	return out
+}
+
+// claimsAddr tells whether a frontend kind's claim on an address is
+// anyone's (external) or a controller's (load balancer): one that must
+// yield to a ClusterIP there.
+func claimsAddr(k translate.FrontendKind) bool {
+	return k == translate.KindExternalIP || k == translate.KindLoadBalancer
 }
 
 func newDesiredSet() desiredSet {
@@ -89,6 +178,9 @@ func newDesiredSet() desiredSet {
 		rank:     map[model.ServiceName]claimRank{},
 		lost:     map[model.ServiceName][]model.VSKey{},
 		waiting:  map[model.VSKey]map[model.ServiceName]struct{}{},
+
+		clusterIPs: byAddr{},
+		claimed:    byAddr{},
 	}
 }
 
@@ -111,33 +203,136 @@ func (d *desiredSet) reserve(ts []translation) {
 // replace swaps one Service's translation for a new one (an empty Result
 // removes it; created is its creationTimestamp), adds every key and address
 // either version touches to scope, and returns the frontends the change
-// took from a Service: the ones it lost to older Services, and the ones
-// newer Services lost to it. Services waiting on a frontend the change
-// freed take it over.
+// took from a Service: the ones it lost to Services ranking first, and the
+// ones Services ranking after it lost to it. Services waiting on a
+// frontend the change freed take it over.
 func (d *desiredSet) replace(name model.ServiceName, res translate.Result, created time.Time, scope plan.Scope) []conflict {
 	freed := d.remove(name, scope)
-	delete(d.whole, name)
-	delete(d.rank, name)
+	gone := d.forget(name)
 	var lost []conflict
 	if !empty(res) {
 		d.whole[name] = res
 		d.rank[name] = claimRank{created: created, name: name}
-		var evicted []model.ServiceName
-		for _, svc := range res.Services {
-			if h, taken := d.owner[svc.Key]; taken && d.rank[name].before(d.rank[h]) && !slices.Contains(evicted, h) {
-				evicted = append(evicted, h)
-			}
-		}
-		for _, h := range evicted {
-			freed = append(freed, d.remove(h, scope)...)
-		}
-		lost = d.add(name, scope)
-		for _, h := range evicted {
-			lost = append(lost, d.add(h, scope)...)
-		}
+		d.index(name)
+		var more []model.VSKey
+		lost, more = d.claim(name, scope)
+		freed = append(freed, more...)
 	}
+	freed = append(freed, d.waitingOn(gone)...)
 	d.wake(freed, scope)
 	return lost
+}
+
+// waitingOn lists the frontends waited on at those of addrs that are no
+// Service's ClusterIP now.
+func (d *desiredSet) waitingOn(addrs []netip.Addr) []model.VSKey {
+	addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool { _, ok := d.clusterIPs[a]; return ok })
+	var out []model.VSKey
+	if len(addrs) == 0 {
+		return out
+	}
+	for k := range d.waiting {
+		if slices.Contains(addrs, k.Addr) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// index notes where a Service's last good translation has ClusterIPs and
+// external or load-balancer frontends.
+func (d *desiredSet) index(name model.ServiceName) {
+	res := d.whole[name]
+	for i, svc := range res.Services {
+		switch k := res.Meta[i].Kind; {
+		case k == translate.KindClusterIP:
+			d.clusterIPs.add(svc.Key.Addr, name)
+		case claimsAddr(k):
+			d.claimed.add(svc.Key.Addr, name)
+		}
+	}
+}
+
+// forget drops a Service's last good translation and its rank, and
+// returns the ClusterIPs no Service has any more.
+func (d *desiredSet) forget(name model.ServiceName) []netip.Addr {
+	res, ok := d.whole[name]
+	if !ok {
+		return nil
+	}
+	delete(d.whole, name)
+	delete(d.rank, name)
+	var gone []netip.Addr
+	for i, svc := range res.Services {
+		switch k := res.Meta[i].Kind; {
+		case k == translate.KindClusterIP:
+			if d.clusterIPs.drop(svc.Key.Addr, name) {
+				gone = append(gone, svc.Key.Addr)
+			}
+		case claimsAddr(k):
+			d.claimed.drop(svc.Key.Addr, name)
+		}
+	}
+	return gone
+}
+
+// claim puts a Service's whole translation in force: it evicts the
+// holders of its frontends that rank after it, and those of external or
+// load-balancer frontends on its ClusterIPs, puts itself in, and puts them
+// back without what they lost. It returns the frontends lost, and those
+// freed that others may wait on.
+func (d *desiredSet) claim(name model.ServiceName, scope plan.Scope) ([]conflict, []model.VSKey) {
+	var evicted []model.ServiceName
+	evict := func(h model.ServiceName) {
+		if h != name && !slices.Contains(evicted, h) {
+			evicted = append(evicted, h)
+		}
+	}
+	res := d.whole[name]
+	for i, svc := range res.Services {
+		if h, taken := d.owner[svc.Key]; taken && d.rankOf(name, svc.Key).before(d.rankOf(h, svc.Key)) {
+			evict(h)
+		}
+		if res.Meta[i].Kind == translate.KindClusterIP {
+			for h := range d.claimed[svc.Key.Addr] {
+				if d.holdsOn(h, svc.Key.Addr) {
+					evict(h)
+				}
+			}
+		}
+	}
+	slices.SortFunc(evicted, model.ServiceName.Compare)
+	var freed []model.VSKey
+	for _, h := range evicted {
+		freed = append(freed, d.remove(h, scope)...)
+	}
+	lost := d.add(name, scope, evicted)
+	for _, h := range evicted {
+		lost = append(lost, d.add(h, scope, nil)...)
+	}
+	return lost, freed
+}
+
+// firstPending is a pending Service that ranks before name on k.
+func (d *desiredSet) firstPending(name model.ServiceName, k model.VSKey, pending []model.ServiceName) (model.ServiceName, bool) {
+	for _, p := range pending {
+		if _, ok := d.whole[p].MetaOf(k); ok && d.rankOf(p, k).before(d.rankOf(name, k)) {
+			return p, true
+		}
+	}
+	return model.ServiceName{}, false
+}
+
+// holdsOn tells whether a Service holds an external or load-balancer
+// frontend on a.
+func (d *desiredSet) holdsOn(name model.ServiceName, a netip.Addr) bool {
+	res := d.results[name]
+	for i, svc := range res.Services {
+		if svc.Key.Addr == a && claimsAddr(res.Meta[i].Kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // note records k in one of a scope's maps. A full sync's scope holds none
@@ -157,18 +352,28 @@ func empty(res translate.Result) bool {
 }
 
 // add puts a Service's whole translation in force, without the frontends
-// other Services hold (which it waits on), and returns those.
-func (d *desiredSet) add(name model.ServiceName, scope plan.Scope) []conflict {
+// other Services hold, or that a Service about to be put back (pending)
+// ranks first on, or that are external or load-balancer IPs on a
+// ClusterIP; it waits on those, and returns them.
+func (d *desiredSet) add(name model.ServiceName, scope plan.Scope, pending []model.ServiceName) []conflict {
 	res := d.whole[name]
 	d.changed[name] = struct{}{}
 	var lost []conflict
 	gone := map[model.VSKey]bool{}
-	for _, svc := range res.Services {
+	for i, svc := range res.Services {
+		c := conflict{loser: name, key: svc.Key}
 		if h, taken := d.owner[svc.Key]; taken {
-			lost = append(lost, conflict{loser: name, winner: h, key: svc.Key})
-			gone[svc.Key] = true
-			d.wait(name, svc.Key)
+			c.winner = h
+		} else if p, ok := d.firstPending(name, svc.Key, pending); ok {
+			c.winner = p
+		} else if _, ok := d.clusterIPs[svc.Key.Addr]; ok && claimsAddr(res.Meta[i].Kind) {
+			c.winner, c.onClusterIP = d.clusterIPs.first(svc.Key.Addr), true
+		} else {
+			continue
 		}
+		lost = append(lost, c)
+		gone[svc.Key] = true
+		d.wait(name, svc.Key)
 	}
 	kept := withoutFrontends(res, gone)
 	for _, svc := range kept.Services {
@@ -205,28 +410,33 @@ func (d *desiredSet) wait(name model.ServiceName, k model.VSKey) {
 
 // wake lets the Services waiting on frontends that are free now claim them
 // again from their last good translation, the oldest first. They were told
-// when they lost; taking over needs no word.
+// when they lost; taking over needs no word. A claim that evicts a Service
+// ranking after it frees what that one loses, for others to take.
 func (d *desiredSet) wake(freed []model.VSKey, scope plan.Scope) {
-	var woken []model.ServiceName
-	for _, k := range freed {
-		if _, taken := d.owner[k]; taken {
-			continue
-		}
-		for w := range d.waiting[k] {
-			if !slices.Contains(woken, w) {
-				woken = append(woken, w)
+	for len(freed) > 0 {
+		var woken []model.ServiceName
+		for _, k := range freed {
+			if _, taken := d.owner[k]; taken {
+				continue
+			}
+			for w := range d.waiting[k] {
+				if !slices.Contains(woken, w) {
+					woken = append(woken, w)
+				}
 			}
 		}
-	}
-	slices.SortFunc(woken, func(a, b model.ServiceName) int {
-		if d.rank[a].before(d.rank[b]) {
-			return -1
+		slices.SortFunc(woken, func(a, b model.ServiceName) int {
+			if d.rank[a].before(d.rank[b]) {
+				return -1
+			}
+			return 1
+		})
+		freed = nil
+		for _, w := range woken {
+			d.remove(w, scope)
+			_, more := d.claim(w, scope)
+			freed = append(freed, more...)
 		}
-		return 1
-	})
-	for _, w := range woken {
-		d.remove(w, scope)
-		d.add(w, scope)
 	}
 }
 

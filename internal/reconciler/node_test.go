@@ -69,3 +69,41 @@ func TestViewFollowsNodeEligibility(t *testing.T) {
 		t.Fatalf("Node gone: %+v", got)
 	}
 }
+
+// A Node update that changes nothing translation reads (the kubelet's
+// status heartbeat, volumes in use, another controller's annotation)
+// translates no Service again; one of its addresses, pod CIDRs or topology
+// labels does, as kube-proxy's node handlers act on those only.
+func TestNodeUpdateTranslatesOnlyWhatItChanges(t *testing.T) {
+	r := newRig(t)
+	n := node("192.168.1.10")
+	n.ResourceVersion = "1"
+	r.store.SetNode(n)
+	r.store.SetService(service("web", "10.96.0.10", corev1.ProtocolTCP, 80))
+	r.sync(false)
+	for _, tt := range []struct {
+		name   string
+		change func(n *corev1.Node)
+		want   int
+	}{
+		{"kubelet status", func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+		}, 0},
+		{"volumes in use", func(n *corev1.Node) { n.Status.VolumesInUse = []corev1.UniqueVolumeName{"kubernetes.io/csi/vol-1"} }, 0},
+		{"annotation", func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/owner": "team-a"} }, 0},
+		{"tainted for deletion", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: corev1.TaintEffectNoSchedule}}
+		}, 0},
+		{"zone", func(n *corev1.Node) { n.Labels = map[string]string{corev1.LabelTopologyZone: "zone-b"} }, 1},
+		{"pod CIDRs", func(n *corev1.Node) { n.Spec.PodCIDRs = []string{"10.244.1.0/24"} }, 1},
+		{"address", func(n *corev1.Node) { n.Status.Addresses[0].Address = "192.168.1.12" }, 1},
+	} {
+		n = n.DeepCopy()
+		n.ResourceVersion += "1"
+		tt.change(n)
+		r.store.SetNode(n)
+		if st := r.sync(false); st.Services != tt.want {
+			t.Errorf("%s: %d Services translated, want %d", tt.name, st.Services, tt.want)
+		}
+	}
+}

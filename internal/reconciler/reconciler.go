@@ -43,6 +43,11 @@ type Options struct {
 	Translate     translate.Config
 	NodePortRange model.PortRange
 	Exclude       []netip.Prefix
+	// ReservedAddrs and ReservedCIDRs are addresses no Service may claim
+	// beyond the node's own and every Node's, which the store knows: the
+	// API server's, the cluster's pod CIDRs (plan.Reserved).
+	ReservedAddrs []netip.Addr
+	ReservedCIDRs []netip.Prefix
 	Timeouts      dataplane.Timeouts
 	// Shim shapes the netfilter shim's rules (masquerade-all, cluster CIDRs,
 	// families). Its families are the agent's, the same value as
@@ -104,6 +109,10 @@ type Reconciler struct {
 	// is translated again.
 	served   atomic.Pointer[model.Families]
 	refamily bool
+	// reserved are the addresses the last plan refused to claim;
+	// pubReserved the same, for Drift.
+	reserved    plan.Reserved
+	pubReserved atomic.Pointer[plan.Reserved]
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.

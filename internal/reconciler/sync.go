@@ -162,6 +162,11 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	for name := range r.holding {
 		delete(tried, name) // nothing of it is tried
 	}
+	reserved := r.reservedAddrs()
+	if !st.Full {
+		r.widenToReserved(scope, reserved)
+	}
+	r.reserved = reserved
 	st.Checked = st.Full || r.folded != nil
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
@@ -191,7 +196,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 // passes are made against an empty state of their own, as the cache they
 // are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
-	owner := r.ownerOf(r.observed).Made(r.made)
+	owner := r.ownerOf(r.observed, r.reserved).Made(r.made)
 	if full && observed.Empty() && !r.opt.DryRun {
 		return plan.Staged(desired, model.NewState(), owner)
 	}
@@ -284,7 +289,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			created = svc.CreationTimestamp.Time
 		}
 		for _, c := range r.desired.replace(name, res, created, scope) {
-			r.sayOnce(c.loser, "DuplicateVirtualServer", c)
+			r.sayOnce(c.loser, c.reason(), c)
 		}
 	}
 	return scope, tried, due
@@ -333,7 +338,8 @@ func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
 }
 
 // noteRefusals reports each desired frontend the plan refused (another
-// tool's virtual server, or inside --exclude-cidrs) once: a Warning Event on
+// tool's virtual server, inside --exclude-cidrs, on a node's, the API
+// server's or a pod's address) once: a Warning Event on
 // its Service and a log line, counted by the refused-frontends gauge. A
 // frontend of the scope no longer refused is forgotten, so it is reported
 // again if it is refused again.
@@ -346,8 +352,11 @@ func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
 		}
 		r.refused[ref.Key] = ref
 		reason := "ForeignVirtualServer"
-		if ref.Why == plan.Excluded {
+		switch ref.Why {
+		case plan.Excluded:
 			reason = "ExcludedFrontend"
+		case plan.ReservedAddr:
+			reason = "ReservedAddress"
 		}
 		name, ok := r.desired.owner[ref.Key]
 		if !ok {
@@ -453,8 +462,9 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 
 // ownerOf builds the ownership predicate from one observed state: the
 // cached one for a sync, a fresh read for a drift check.
-func (r *Reconciler) ownerOf(observed model.State) plan.Owner {
+func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved) plan.Owner {
 	return plan.NewOwner(observed, r.NodePortAddrs(), plan.OwnerPolicy{
+		Reserved:      reserved,
 		NodePortRange: r.opt.NodePortRange,
 		Exclude:       r.opt.Exclude,
 		Families:      r.opt.Translate.Families,

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
@@ -39,6 +40,10 @@ type Store struct {
 	sliceSvc  map[sliceKey]model.ServiceName // where each slice is filed, for moves and deletes
 	node      *corev1.Node
 	hostAddrs []netip.Addr // nil until first set
+	// nodes are every Node's addresses; nodesAll all of them together,
+	// nil until asked for after a change.
+	nodes     map[string]NodeAddrs
+	nodesAll  *NodeAddrs
 	dirty     map[model.ServiceName]struct{}
 	nodeDirty bool
 	pending   map[string]bool // source name -> not yet synced
@@ -64,6 +69,7 @@ func NewStore(sources ...string) *Store {
 		services: map[model.ServiceName]*corev1.Service{},
 		slices:   map[model.ServiceName]map[sliceKey]*discoveryv1.EndpointSlice{},
 		sliceSvc: map[sliceKey]model.ServiceName{},
+		nodes:    map[string]NodeAddrs{},
 		dirty:    map[model.ServiceName]struct{}{},
 		pending:  map[string]bool{},
 		notify:   make(chan struct{}, 1),
@@ -196,13 +202,48 @@ func (s *Store) removeSliceLocked(key sliceKey) {
 	s.dirty[name] = struct{}{}
 }
 
-// SetNode replaces this node's Node object (nil: unknown).
+// SetNode replaces this node's Node object (nil: unknown). Only a change
+// to what translation reads (its addresses, pod CIDRs, labels) marks every
+// Service for translation again, as kube-proxy acts only on those (its
+// NodeManager on the addresses and pod CIDRs, its proxier on the labels);
+// one to what health reads (deletion, the autoscaler's taint) asks for a
+// sync that translates nothing; a kubelet's status update, its volumes or
+// another controller's annotations change neither and ask for nothing.
 func (s *Store) SetNode(node *corev1.Node) {
 	s.mu.Lock()
+	change := nodeChangeOf(s.node, node)
 	s.node = node
-	s.nodeDirty = true
+	if change == nodeTranslated {
+		s.nodeDirty = true
+	}
 	s.mu.Unlock()
-	s.poke()
+	if change != nodeSame {
+		s.poke()
+	}
+}
+
+// nodeChange is what a new version of this node's Node changes.
+type nodeChange int
+
+const (
+	nodeSame       nodeChange = iota // nothing the agent reads
+	nodeHealth                       // whether it may take load-balancer traffic
+	nodeTranslated                   // what translation reads
+)
+
+func nodeChangeOf(old, node *corev1.Node) nodeChange {
+	switch {
+	case (old == nil) != (node == nil):
+		return nodeTranslated
+	case old == nil:
+		return nodeSame
+	case !maps.Equal(old.Labels, node.Labels) || !slices.Equal(old.Status.Addresses, node.Status.Addresses) ||
+		old.Spec.PodCIDR != node.Spec.PodCIDR || !slices.Equal(old.Spec.PodCIDRs, node.Spec.PodCIDRs):
+		return nodeTranslated
+	case old.DeletionTimestamp.IsZero() != node.DeletionTimestamp.IsZero() || !equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints):
+		return nodeHealth // health.NodeEligible reads these
+	}
+	return nodeSame
 }
 
 // SetHostAddrs replaces the node's own addresses (those NodePorts may

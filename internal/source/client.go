@@ -1,7 +1,11 @@
 package source
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -90,4 +94,35 @@ func restConfig(o ClientOptions) (*rest.Config, error) {
 		cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	}
 	return cfg, nil
+}
+
+// APIServerAddrs are the addresses of the API server the options reach,
+// which no Service may claim: its host when that is an IP, else what the
+// name resolves to. In-cluster there are none: the agent then talks to the
+// kubernetes Service's ClusterIP, which is its own to serve.
+func APIServerAddrs(ctx context.Context, o ClientOptions) ([]netip.Addr, error) {
+	if o.Kubeconfig == "" && o.Master == "" {
+		return nil, nil
+	}
+	cfg, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	host := cfg.Host
+	if u, err := url.Parse(cfg.Host); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}, nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve API server %q: %w", host, err)
+	}
+	for i, a := range addrs {
+		addrs[i] = a.Unmap()
+	}
+	return addrs, nil
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -123,5 +124,37 @@ func listServices(t *testing.T, o ClientOptions) {
 	}
 	if _, err := c.CoreV1().Services("").List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("%+v: list: %v", o, err)
+	}
+}
+
+// TestAPIServerAddrs: the API server's address is the kubeconfig's server
+// (or --master), an IP or a name resolved; in-cluster there is none (the
+// kubernetes Service's ClusterIP is the agent's to serve).
+func TestAPIServerAddrs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opt  ClientOptions
+		want string
+	}{
+		{ClientOptions{Kubeconfig: path}, "[192.0.2.1]"},
+		{ClientOptions{Kubeconfig: path, Master: "https://[2001:db8::1]:6443"}, "[2001:db8::1]"},
+		{ClientOptions{Master: "http://127.0.0.1:8080"}, "[127.0.0.1]"},
+		{ClientOptions{Master: "https://localhost:6443"}, "127.0.0.1"}, // beside ::1, maybe
+		{ClientOptions{}, "[]"},
+	} {
+		got, err := APIServerAddrs(context.Background(), tc.opt)
+		if s := fmt.Sprint(got); err != nil || !strings.Contains(s, tc.want) {
+			t.Errorf("%+v: %s, %v; want %s", tc.opt, s, err, tc.want)
+		}
 	}
 }

@@ -6,12 +6,13 @@ package source
 
 // SourcesKubernetes are the names the Kubernetes source marks synced; a store
 // fed by it must be created with snapshot.NewStore(SourcesKubernetes...).
-var SourcesKubernetes = []string{SourceServices, SourceEndpointSlices, SourceNode}
+var SourcesKubernetes = []string{SourceServices, SourceEndpointSlices, SourceNode, SourceNodes}
 
 // Source names, as given to snapshot.Store.SetSynced.
 const (
 	SourceServices       = "services"
 	SourceEndpointSlices = "endpointslices"
 	SourceNode           = "node"
+	SourceNodes          = "nodes" // every Node's addresses
 	SourceManifests      = "manifests"
 )

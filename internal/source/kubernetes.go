@@ -20,8 +20,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 )
 
-// Kubernetes watches Services, EndpointSlices and this node's Node through
-// informers and puts them in the Store. Handlers do nothing else.
+// Kubernetes watches Services, EndpointSlices, this node's Node and every
+// Node's addresses through informers and puts them in the Store. Handlers
+// do nothing else.
 //
 // The filters follow kube-proxy's informer selectors: Services without the
 // service-proxy-name label (or with ours when ServiceProxyName is set) and
@@ -64,6 +65,10 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", k.NodeName).String()
 		}))
+	// Every Node, for its addresses and pod CIDRs only (transformNodeAddrs),
+	// which no Service may claim: a second informer rather than the first
+	// without its selector, so that only this node's Node is kept whole.
+	nodesFactory := informers.NewSharedInformerFactoryWithOptions(k.Client, k.Resync)
 
 	h := handlers{store: k.Store, svcSel: svcSel, sliceSel: sliceSel, nodeName: k.NodeName}
 	regs := map[string]cache.ResourceEventHandlerRegistration{}
@@ -76,6 +81,7 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 		{SourceServices, svcFactory.Core().V1().Services().Informer(), h.services(), transformService},
 		{SourceEndpointSlices, sliceFactory.Discovery().V1().EndpointSlices().Informer(), h.slices(), transformSlice},
 		{SourceNode, nodeFactory.Core().V1().Nodes().Informer(), h.node(), transformNode},
+		{SourceNodes, nodesFactory.Core().V1().Nodes().Informer(), h.nodeAddrs(), transformNodeAddrs},
 	} {
 		// Before the informer starts: what it caches is trimmed (transform.go).
 		if err := in.informer.SetTransform(in.transform); err != nil {
@@ -87,7 +93,7 @@ func (k *Kubernetes) Run(ctx context.Context) error {
 		}
 		regs[in.name] = reg
 	}
-	factories := []informers.SharedInformerFactory{svcFactory, sliceFactory, nodeFactory}
+	factories := []informers.SharedInformerFactory{svcFactory, sliceFactory, nodeFactory, nodesFactory}
 	for _, f := range factories {
 		f.Start(ctx.Done())
 	}
@@ -214,6 +220,26 @@ func (h handlers) node() cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if n, ok := untombstone(obj).(*corev1.Node); ok && n.Name == h.nodeName {
 				h.store.SetNode(nil)
+			}
+		},
+	}
+}
+
+// nodeAddrs keeps every Node's addresses and pod CIDRs. The store drops
+// what changes neither (a kubelet's status update, most of what a Node's
+// watch carries).
+func (h handlers) nodeAddrs() cache.ResourceEventHandler {
+	set := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			h.store.SetNodeAddrs(n.Name, snapshot.AddrsOf(n))
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(old, obj any) { changed(old, obj, set) },
+		DeleteFunc: func(obj any) {
+			if n, ok := untombstone(obj).(*corev1.Node); ok {
+				h.store.DeleteNodeAddrs(n.Name)
 			}
 		},
 	}

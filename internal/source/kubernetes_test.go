@@ -2,6 +2,8 @@ package source
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,10 +89,10 @@ func startKubernetes(t *testing.T, proxyName string) (*fake.Clientset, *snapshot
 	})
 	waitStore(t, store, store.Synced)
 	deadline := time.After(10 * time.Second)
-	for seen := map[string]bool{}; len(seen) < 3; {
+	for seen := map[string]int{}; seen["services"]+seen["endpointslices"]+seen["nodes"] < 4; {
 		select {
 		case r := <-watches:
-			seen[r] = true
+			seen[r]++
 		case <-deadline:
 			t.Fatalf("watches not started: %v", seen)
 		}
@@ -307,5 +309,45 @@ func TestEventRecorder(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event posted")
+	}
+}
+
+// Every Node's addresses reach the store, follow the Node's updates and go
+// with it.
+func TestKubernetesNodeAddrs(t *testing.T) {
+	client, store := startKubernetes(t, "")
+	ctx := context.Background()
+	addrs := func() string {
+		var out []string
+		for _, a := range store.AllNodeAddrs().Addrs {
+			out = append(out, a.String())
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"listed", func() error { return nil }, "192.0.2.1 192.0.2.2"},
+		{"another node's address changed", func() error {
+			_, err := client.CoreV1().Nodes().Update(ctx, makeNode("node-b", "192.0.2.99"), metav1.UpdateOptions{})
+			return err
+		}, "192.0.2.1 192.0.2.99"},
+		{"a node joined", func() error {
+			_, err := client.CoreV1().Nodes().Create(ctx, makeNode("node-c", "192.0.2.3"), metav1.CreateOptions{})
+			return err
+		}, "192.0.2.1 192.0.2.3 192.0.2.99"},
+		{"a node left", func() error { return client.CoreV1().Nodes().Delete(ctx, "node-b", metav1.DeleteOptions{}) }, "192.0.2.1 192.0.2.3"},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		var got string
+		if !waitFor(store, func() bool { got = addrs(); return got == s.want }) {
+			t.Fatalf("%s: node addresses %q, want %q", s.name, got, s.want)
+		}
 	}
 }

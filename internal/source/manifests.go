@@ -64,11 +64,13 @@ type Manifests struct {
 	Rescan   time.Duration // safety-net full rescan while running; 0: DefaultRescan
 	Debounce time.Duration // quiet time after a change before reading; 0: DefaultDebounce
 
-	mu       sync.Mutex
-	files    map[string]*fileState // by base name
-	applied  map[objKey]runtime.Object
-	node     *corev1.Node    // the Node put in the store; nil for none
-	reported map[string]bool // duplicate-object problems already reported
+	mu      sync.Mutex
+	files   map[string]*fileState // by base name
+	applied map[objKey]runtime.Object
+	node    *corev1.Node // the Node put in the store; nil for none
+	// nodeNames are the Nodes whose addresses are in the store.
+	nodeNames map[string]struct{}
+	reported  map[string]bool // duplicate-object problems already reported
 }
 
 // fileState remembers, per file, the bytes last read (to skip unchanged
@@ -409,14 +411,24 @@ func deleteObject(e snapshot.Edit, key objKey) {
 }
 
 // applyNode picks this node's Node from the folder and puts it in the Store
-// when it changed.
+// when it changed, with every Node's addresses (which no Service may claim).
 func (m *Manifests) applyNode(desired map[objKey]placed) {
 	var nodes []*corev1.Node
+	names := map[string]struct{}{}
 	for key, p := range desired {
 		if key.kind == "Node" {
-			nodes = append(nodes, p.obj.(*corev1.Node))
+			n := p.obj.(*corev1.Node)
+			nodes = append(nodes, n)
+			names[n.Name] = struct{}{}
+			m.Store.SetNodeAddrs(n.Name, snapshot.AddrsOf(n)) // the same again changes nothing
 		}
 	}
+	for name := range m.nodeNames {
+		if _, ok := names[name]; !ok {
+			m.Store.DeleteNodeAddrs(name)
+		}
+	}
+	m.nodeNames = names
 	var chosen *corev1.Node
 	if p, ok := desired[objKey{kind: "Node", name: m.NodeName}]; ok && m.NodeName != "" {
 		chosen = p.obj.(*corev1.Node)

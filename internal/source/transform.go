@@ -124,3 +124,18 @@ func transformNode(obj any) (any, error) {
 	n.Status = corev1.NodeStatus{Addresses: n.Status.Addresses}
 	return n, nil
 }
+
+// transformNodeAddrs trims any Node to its name, addresses and pod CIDRs:
+// all the agent keeps of the Nodes other than its own, one small object
+// per Node.
+func transformNodeAddrs(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion},
+		Spec:       corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs},
+		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
+}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -10,8 +11,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -88,13 +93,22 @@ var fuzzSeeds = []fuzzSpec{
 // server is an address traffic can use, every frontend comes from the
 // Service (or is a node address on a NodePort in the range), every bound
 // VIP has its virtual server, and no allow-all range becomes a set member.
+// Beside an older rival Service whose external IPs are fuzzed too (they
+// may be the Service's ClusterIPs), on a node whose fellow Nodes'
+// addresses are fuzzed, the reconciler binds and guards no host, Node,
+// API-server or pod-CIDR address, and a ClusterIP is served by its own
+// Service only.
 func FuzzValidateTranslate(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add(s.typ, s.clusterIPs, s.externalIPs, s.ingress, s.sourceRanges, s.port, s.nodePort, s.hcNodePort, s.proto, s.etp, s.addrType, s.addrs, s.epPort)
+	for i, s := range fuzzSeeds {
+		rival, nodes := []string{"10.96.0.10", "192.0.2.10", "192.168.1.10"}[i%3], []string{"", "192.0.2.30", "192.0.2.20,10.96.0.11"}[i%3]
+		f.Add(s.typ, s.clusterIPs, s.externalIPs, s.ingress, s.sourceRanges, s.port, s.nodePort, s.hcNodePort, s.proto, s.etp, s.addrType, s.addrs, s.epPort, rival, nodes)
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, clusterIPs, externalIPs, ingress, sourceRanges string,
-		port, nodePort, hcNodePort int32, proto, etp, addrType uint8, addrs string, epPort int32) {
-		fuzzSpec{typ, clusterIPs, externalIPs, ingress, sourceRanges, port, nodePort, hcNodePort, proto, etp, addrType, addrs, epPort}.check(t)
+		port, nodePort, hcNodePort int32, proto, etp, addrType uint8, addrs string, epPort int32, rivalIPs, nodeAddrs string) {
+		spec := fuzzSpec{typ, clusterIPs, externalIPs, ingress, sourceRanges, port, nodePort, hcNodePort, proto, etp, addrType, addrs, epPort}
+		if valid, _ := spec.check(t); valid {
+			spec.checkClaims(t, rivalIPs, nodeAddrs)
+		}
 	})
 }
 
@@ -279,4 +293,103 @@ func carriesServer(s model.State, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// The rival's ClusterIP and endpoint, the API server's address and the pod
+// CIDR of checkClaims.
+var (
+	rivalClusterIP = "10.96.0.99"
+	rivalEndpoint  = netip.MustParseAddr("10.255.99.9")
+	fuzzAPIServer  = netip.MustParseAddr("192.168.1.2")
+	fuzzPodCIDR    = netip.MustParsePrefix("10.244.0.0/16")
+)
+
+// checkClaims runs the spec's Service (created in 2024) and an older rival
+// (2020) with the same port, whose external IPs are rivalIPs, through the
+// reconciler onto a fake kernel on fuzzNode, whose fellow Node has
+// nodeAddrs, and checks what it holds: no reserved address is bound or a
+// VIP, no frontend but a NodePort is on one, and every virtual server on
+// one of a Service's ClusterIPs has none of the other's endpoints.
+func (f fuzzSpec) checkClaims(t *testing.T, rivalIPs, nodeAddrs string) {
+	t.Helper()
+	r := rules{nodePorts: fuzzNodePorts}
+	svc, sl := f.objects()
+	defaultService(svc)
+	defaultSlice(sl)
+	svc.Namespace, sl.Namespace = "default", "default"
+	svc.CreationTimestamp = metav1.NewTime(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	rival, rivalSlice := fuzzSpec{clusterIPs: rivalClusterIP, externalIPs: rivalIPs, port: f.port, proto: f.proto,
+		addrs: rivalEndpoint.String(), epPort: 9999}.objects()
+	rival.Name, rival.Namespace, rivalSlice.Name, rivalSlice.Namespace = "rival", "other", "rival-1", "other"
+	rivalSlice.Labels[discoveryv1.LabelServiceName] = "rival"
+	rival.CreationTimestamp = metav1.NewTime(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	defaultService(rival)
+	defaultSlice(rivalSlice)
+	if r.service(rival) != nil {
+		return // the API server would not hold it
+	}
+	var others []netip.Addr
+	for _, s := range list(nodeAddrs) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			others = append(others, a)
+		}
+	}
+	store := snapshot.NewStore()
+	store.SetNode(fuzzNode)
+	store.SetNodeAddrs("n2", snapshot.NodeAddrs{Addrs: others})
+	store.SetService(rival)
+	store.SetSlice(rivalSlice)
+	store.SetService(svc)
+	if r.slice(sl) == nil {
+		store.SetSlice(sl)
+	}
+	kernel := fake.New()
+	cfg := fuzzConfig
+	cfg.HostAddrs = []netip.Addr{netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("fd00:1::10")}
+	rec := reconciler.New(reconciler.Options{Dataplane: kernel, Store: store, Translate: cfg, NodePortRange: fuzzNodePorts,
+		Shim: shim.Config{Families: cfg.Families}, ReservedAddrs: []netip.Addr{fuzzAPIServer}, ReservedCIDRs: []netip.Prefix{fuzzPodCIDR}})
+	ctx := context.Background()
+	if err := rec.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Sync(ctx, true); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	reserved := plan.NewReserved(append(append(others, cfg.HostAddrs...), fuzzAPIServer), []netip.Prefix{fuzzPodCIDR})
+	got := kernel.State()
+	for a := range got.Addrs {
+		if reserved.Has(a) {
+			t.Fatalf("reserved address %s bound:\n%s", a, got.Dump())
+		}
+	}
+	for e := range got.Sets {
+		if shim.KindOf(e) == shim.VIPs && reserved.Has(e.Addr()) {
+			t.Fatalf("reserved address %s guarded as a VIP:\n%s", e.Addr(), got.Dump())
+		}
+	}
+	clusterIPs := map[netip.Addr]netip.Addr{} // ClusterIP -> the other Service's endpoint
+	for _, s := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(s); err == nil {
+			clusterIPs[a] = rivalEndpoint
+		}
+	}
+	for _, s := range list(f.addrs) {
+		if a, err := netip.ParseAddr(s); err == nil && a != rivalEndpoint {
+			clusterIPs[netip.MustParseAddr(rivalClusterIP)] = a
+		}
+	}
+	for k, vs := range got.Services {
+		if reserved.Has(k.Addr) && !fuzzNodePorts.Contains(k.Port) {
+			t.Fatalf("frontend %s on a reserved address:\n%s", k, got.Dump())
+		}
+		other, ok := clusterIPs[k.Addr]
+		if !ok {
+			continue
+		}
+		for _, rs := range vs.Reals.All() {
+			if rs.Addr.Addr() == other {
+				t.Fatalf("ClusterIP frontend %s served by another Service's endpoint %s:\n%s", k, rs.Addr, got.Dump())
+			}
+		}
+	}
 }

@@ -25,6 +25,9 @@ func frontends(svc *corev1.Service, p servicePort, nodeAddrs []netip.Addr, cfg C
 			if err != nil || unservable(a) != "" || !cfg.Families.Has(a) {
 				continue // reported by badVIPs
 			}
+			if kind == KindExternalIP && !cfg.externalIPAllowed(a) {
+				continue // reported by externalIPsNotAllowed
+			}
 			out = append(out, frontend{kind: kind, addr: a.Unmap(), port: port})
 		}
 	}
@@ -94,6 +97,35 @@ func unservable(a netip.Addr) string {
 		return "is multicast"
 	}
 	return ""
+}
+
+// externalIPAllowed tells whether --external-ip-cidrs lets an external
+// IP be served: unset, any may be, as with kube-proxy, which leaves
+// CVE-2020-8554 (any namespace claiming any address) to the API server's
+// DenyServiceExternalIPs admission plugin.
+func (cfg Config) externalIPAllowed(a netip.Addr) bool {
+	if cfg.ExternalIPCIDRs == nil {
+		return true
+	}
+	a = a.Unmap()
+	for _, p := range cfg.ExternalIPCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// externalIPsNotAllowed reports the Service's external IPs that
+// --external-ip-cidrs leaves out.
+func externalIPsNotAllowed(svc *corev1.Service, cfg Config) []error {
+	var errs []error
+	for i, s := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(s); err == nil && unservable(a) == "" && !cfg.externalIPAllowed(a) {
+			errs = append(errs, fmt.Errorf("spec.externalIPs[%d] %q is outside this node's --external-ip-cidrs: not served", i, s))
+		}
+	}
+	return errs
 }
 
 // badVIPs reports the Service's addresses that are not served because

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -63,5 +64,40 @@ func TestUnservableVIPs(t *testing.T) {
 	}
 	if res := Service(service(externalIPsOpt("192.0.2.30")), nil, testNode(), testConfig()); len(res.Warnings) > 0 {
 		t.Errorf("a good Service warns: %v", res.Warnings)
+	}
+}
+
+// TestExternalIPCIDRs: with --external-ip-cidrs set, an external IP outside
+// them gets no virtual server and no binding, and is reported; one inside
+// is served; unset, every external IP is served, as with kube-proxy. The
+// list does not apply to ClusterIPs or load-balancer IPs.
+func TestExternalIPCIDRs(t *testing.T) {
+	allow := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/28"), netip.MustParsePrefix("2001:db8::/64")}
+	svc := service(externalIPsOpt("192.0.2.5", "192.0.2.200", "2001:db8::7", "2001:db8:1::7"))
+	addrsOf := func(res Result) string {
+		var out []string
+		for _, a := range res.Addrs {
+			out = append(out, a.String())
+		}
+		return strings.Join(out, " ")
+	}
+	cfg := testConfig()
+	if got := addrsOf(Service(svc, nil, testNode(), cfg)); !strings.Contains(got, "192.0.2.200") || !strings.Contains(got, "2001:db8:1::7") {
+		t.Errorf("unset: VIPs %s, want every external IP", got)
+	}
+	cfg.ExternalIPCIDRs = allow
+	res := Service(svc, nil, testNode(), cfg)
+	got := addrsOf(res)
+	if !strings.Contains(got, "192.0.2.5") || !strings.Contains(got, "2001:db8::7") || strings.Contains(got, "192.0.2.200") || strings.Contains(got, "2001:db8:1::7") {
+		t.Errorf("set: VIPs %s, want only those inside %v", got, allow)
+	}
+	for _, s := range res.Services {
+		if a := s.Key.Addr.String(); a == "192.0.2.200" || a == "2001:db8:1::7" {
+			t.Errorf("virtual server %s outside the allowed CIDRs", s.Key)
+		}
+	}
+	w := errors.Join(res.Warnings...)
+	if w == nil || !strings.Contains(w.Error(), `spec.externalIPs[1] "192.0.2.200" is outside`) || !strings.Contains(w.Error(), `spec.externalIPs[3] "2001:db8:1::7" is outside`) {
+		t.Errorf("warnings %v", w)
 	}
 }

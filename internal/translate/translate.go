@@ -31,6 +31,9 @@ type Config struct {
 	// MaxFrontends caps the virtual servers of one Service
 	// (--max-frontends-per-service; 0: DefaultMaxFrontends).
 	MaxFrontends int
+	// ExternalIPCIDRs, when set, are the only addresses external IPs are
+	// served on (--external-ip-cidrs); nil: any.
+	ExternalIPCIDRs []netip.Prefix
 }
 
 // FrontendKind is what kind of address a virtual server listens on; it
@@ -198,7 +201,7 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 	if sourcesErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, sourcesErr))
 	}
-	for _, err := range badVIPs(svc) {
+	for _, err := range append(badVIPs(svc), externalIPsNotAllowed(svc, cfg)...) {
 		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, err))
 	}
 	return res

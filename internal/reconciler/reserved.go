@@ -1,0 +1,71 @@
+package reconciler
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+)
+
+// reservedAddrs are the addresses no Service may claim now (see
+// plan.Reserved): this host's, this Node's and every Node's addresses and
+// pod CIDRs as the store knows them, and the configured ones (the API
+// server's, the cluster's pod CIDRs). A configured address that is a
+// Service's ClusterIP is left out: a kubeconfig naming the kubernetes
+// Service's ClusterIP reaches the API server through this agent, which
+// must serve it. Called by the sync only: it reads the desired set.
+func (r *Reconciler) reservedAddrs() plan.Reserved {
+	own := snapshot.AddrsOf(r.opt.Store.Node())
+	all := r.opt.Store.AllNodeAddrs()
+	configured := slices.DeleteFunc(slices.Clone(r.opt.ReservedAddrs), func(a netip.Addr) bool {
+		_, clusterIP := r.desired.clusterIPs[a]
+		return clusterIP
+	})
+	res := plan.NewReserved(
+		slices.Concat(configured, r.translateConfig().HostAddrs, own.Addrs, all.Addrs),
+		slices.Concat(r.opt.ReservedCIDRs, own.PodCIDRs, all.PodCIDRs))
+	r.pubReserved.Store(&res)
+	return res
+}
+
+// publishedReserved are the reserved addresses of the last sync, for
+// views on other goroutines.
+func (r *Reconciler) publishedReserved() plan.Reserved {
+	if p := r.pubReserved.Load(); p != nil {
+		return *p
+	}
+	return plan.Reserved{}
+}
+
+// widenToReserved adds to an incremental scope what a change of the
+// reserved addresses concerns: every virtual server, VIP and set member,
+// wanted or in the kernel, on an address that became reserved (to be
+// refused, unbound, its VIP member removed) or stopped being (to be
+// served again). Nodes come and go far less often than Services change,
+// so this walk is rare.
+func (r *Reconciler) widenToReserved(scope plan.Scope, reserved plan.Reserved) {
+	if reserved.Equal(r.reserved) {
+		return
+	}
+	moved := func(a netip.Addr) bool { return reserved.Has(a) != r.reserved.Has(a) }
+	for _, s := range []model.State{r.desired.state, r.observed} {
+		for k := range s.Services {
+			if k.FWMark == 0 && moved(k.Addr) {
+				scope.Keys[k] = struct{}{}
+				scope.Addrs[k.Addr] = struct{}{}
+			}
+		}
+		for a := range s.Addrs {
+			if moved(a) {
+				scope.Addrs[a] = struct{}{}
+			}
+		}
+		for e := range s.Sets {
+			if moved(e.Addr()) {
+				scope.Sets[e] = struct{}{}
+			}
+		}
+	}
+}
