@@ -38,6 +38,10 @@ type object struct {
 	key objKey
 	doc int
 	obj runtime.Object // *corev1.Service, *discoveryv1.EndpointSlice or *corev1.Node
+	// stale marks the last good version of an object whose new version
+	// was refused: it is served only where no document of any file reads
+	// well for its key (merge).
+	stale bool
 }
 
 // read is what one object of a file gave: the object, or a refusal with

@@ -283,7 +283,10 @@ func (m *Manifests) readFile(name string, full bool) []Problem {
 // new version is refused (none on a first read); and, when some document
 // named no object (a YAML error, a lost name or kind), every other object
 // of the last good content too, since its removal cannot be told from its
-// breakage: a removal takes effect once the file reads whole.
+// breakage: a removal takes effect once the file reads whole. A last good
+// version is marked stale and stands in only for a key no document reads
+// well for: here, wherever in the file the good document is; across
+// files, merge sees to it.
 func keepLastGood(last []object, reads []read) ([]object, []Problem) {
 	lastByKey := make(map[objKey]object, len(last))
 	for _, o := range last {
@@ -291,20 +294,24 @@ func keepLastGood(last []object, reads []read) ([]object, []Problem) {
 			lastByKey[o.key] = o
 		}
 	}
-	var good []object
-	var problems []Problem
 	seen := map[objKey]bool{}
 	whole := true
 	for _, rd := range reads {
 		if rd.problem == nil {
-			good = append(good, rd.object)
 			seen[rd.key] = true
+		}
+		whole = whole && !rd.unknown
+	}
+	var good []object
+	var problems []Problem
+	for _, rd := range reads {
+		if rd.problem == nil {
+			good = append(good, rd.object)
 			continue
 		}
 		p := *rd.problem
-		whole = whole && !rd.unknown
 		if o, ok := lastByKey[rd.key]; ok && !rd.unknown && !seen[rd.key] {
-			o.doc = rd.doc
+			o.doc, o.stale = rd.doc, true
 			good = append(good, o)
 			seen[rd.key] = true
 			p.Kept = true
@@ -314,6 +321,7 @@ func keepLastGood(last []object, reads []read) ([]object, []Problem) {
 	if !whole {
 		for _, o := range last {
 			if !seen[o.key] {
+				o.stale = true
 				good = append(good, o)
 				seen[o.key] = true
 			}
@@ -329,23 +337,31 @@ type placed struct {
 }
 
 // merge builds the folder's view: every object of every file, first file
-// (by name) and first document wins. names is the sorted list of files.
+// (by name) and first document wins, an object that read well before any
+// stale one (keepLastGood). names is the sorted list of files.
 func (m *Manifests) merge(names []string) (map[objKey]placed, []Problem) {
 	desired := map[objKey]placed{}
 	var dups []Problem
-	for _, name := range names {
-		st := m.files[name]
-		if st == nil {
-			continue
-		}
-		path := filepath.Join(m.Dir, name)
-		for _, o := range st.good {
-			if first, ok := desired[o.key]; ok {
-				dups = append(dups, Problem{File: path, Doc: o.doc, Object: o.key.String(),
-					Err: fmt.Errorf("already defined in %s document %d; this one is ignored", first.file, first.doc)})
+	fresh := map[objKey]bool{}
+	for _, stale := range []bool{false, true} {
+		for _, name := range names {
+			st := m.files[name]
+			if st == nil {
 				continue
 			}
-			desired[o.key] = placed{o, path}
+			path := filepath.Join(m.Dir, name)
+			for _, o := range st.good {
+				if o.stale != stale || (stale && fresh[o.key]) {
+					continue // a stale version gives way to a good read
+				}
+				if first, ok := desired[o.key]; ok {
+					dups = append(dups, Problem{File: path, Doc: o.doc, Object: o.key.String(),
+						Err: fmt.Errorf("already defined in %s document %d; this one is ignored", first.file, first.doc)})
+					continue
+				}
+				desired[o.key] = placed{o, path}
+				fresh[o.key] = !stale
+			}
 		}
 	}
 	return desired, dups

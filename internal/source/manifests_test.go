@@ -660,3 +660,47 @@ func waitFor(s *snapshot.Store, cond func() bool) bool {
 	}
 	return true
 }
+
+// A refused document keeps its object's last good version only where no
+// other document reads well for it: a good version later in the same file,
+// or in a file that sorts after, is served, and is no duplicate.
+func TestManifestsLastGoodGivesWayToGood(t *testing.T) {
+	a, b := svcDoc("a", "10.96.1.1", "80"), svcDoc("b", "10.96.1.2", "80")
+	badB, newB := svcDoc("b", "10.96.1.2", "70000"), svcDoc("b", "10.96.1.2", "81")
+	file := func(docs ...string) string { return strings.Join(docs, "---\n") }
+	refused := "1.yaml: document 2 (Service default/b): spec.ports[0].port: must be 1-65535, got 70000"
+	for _, tc := range []struct {
+		name          string
+		first, second map[string]string // file name to content, per read
+		problems      []string
+	}{
+		{"same file", map[string]string{"1.yaml": file(a, b)}, map[string]string{"1.yaml": file(a, badB, newB)}, []string{refused}},
+		{"a file sorting first", map[string]string{"1.yaml": file(a, b), "2.yaml": ""},
+			map[string]string{"1.yaml": file(a, badB), "2.yaml": newB}, []string{refused}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			for name, content := range tc.first {
+				f.write(t, name, content)
+			}
+			if err := f.m.Load(); err != nil {
+				t.Fatal(err)
+			}
+			f.problems = nil
+			for name, content := range tc.second {
+				f.write(t, name, content)
+			}
+			f.m.mu.Lock()
+			_, err := f.m.scanLocked(false)
+			f.m.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "default/a 10.96.1.1 http:80/TCP->80\ndefault/b 10.96.1.2 http:81/TCP->81\nnode none"
+			if got := dumpStore(f.store, "default/a", "default/b"); got != want {
+				t.Errorf("store:\n%s\nwant:\n%s", got, want)
+			}
+			checkProblems(t, f.problems, tc.problems)
+		})
+	}
+}
