@@ -47,7 +47,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
 	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "how long a removed TCP/SCTP endpoint may drain at weight 0; per Service: annotation kube-ipvs.io/drain-timeout")
 	fs.IntVar(&c.MaxFrontendsPerService, "max-frontends-per-service", c.MaxFrontendsPerService, "at most this many virtual servers for one Service, so that no Service fills the sets every Service's frontends share (2^20 members); "+
-		"one with more gets its ClusterIPs first, then load-balancer IPs, NodePorts and external IPs, and a TooManyFrontends Warning Event")
+		"one with more gets its ClusterIPs first, then load-balancer IPs and external IPs in the object's order (the same on every node), NodePorts last, and a TooManyFrontends Warning Event")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
 	shimFlags(fs, c)

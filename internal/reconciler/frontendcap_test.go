@@ -42,7 +42,7 @@ addr 198.51.100.1
 addr 198.51.100.2
 `)
 	if len(r.warn.warnings) != 1 || !strings.HasPrefix(r.warn.warnings[0], "default/big TooManyFrontends: ") ||
-		!strings.Contains(r.warn.warnings[0], "3 of its 5 frontends are served") {
+		!strings.Contains(r.warn.warnings[0], "it asks for 5 frontends on this node, at most 3 are made") {
 		t.Fatalf("warnings %q, want one TooManyFrontends on default/big", r.warn.warnings)
 	}
 }

@@ -1,26 +1,21 @@
 package translate
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // DefaultMaxFrontends is how many virtual servers one Service may have
 // when Config does not say (--max-frontends-per-service). Every frontend
 // of every Service is a member of the shim's shared sets, which hold
-// 2^20 (shim.MaxSetMembers): one Service of 1,024 external IPs on 1,024
-// ports, a 70 KB object, would fill them, and then no frontend of any
-// Service could be made. 8,192 is far above what a Service asks for in
-// practice (a 1,000-port dual-stack LoadBalancer Service served on two
-// node addresses per family is 8,000), and 128 Services at the cap are
-// needed to fill the sets, which a ResourceQuota on services bounds.
+// 2^20 (shim.MaxSetMembers): one Service listing a thousand external IPs
+// on a thousand ports would fill them, and then no frontend of any
+// Service could be made. At 8,192, 128 Services at the cap are needed to
+// fill the sets, which a ResourceQuota on services bounds.
 const DefaultMaxFrontends = 8192
 
 // ErrTooManyFrontends marks the warning of a Service that has more
@@ -35,100 +30,139 @@ func (cfg Config) maxFrontends() int {
 	return DefaultMaxFrontends
 }
 
-// kindRank orders frontend kinds for the cap: ClusterIPs first (the
-// address every client in the cluster uses, allocated by the API server),
-// then load-balancer ingress IPs (a controller's), NodePorts (the node's
-// addresses) and external IPs last (anyone's claim, and the list any user
-// can grow without bound).
-func kindRank(k FrontendKind) int {
-	switch k {
-	case KindClusterIP:
-		return 0
-	case KindLoadBalancer:
-		return 1
-	case KindNodePort:
-		return 2
-	}
-	return 3
-}
-
 // cappedFrontends returns nil when the Service's frontends fit the cap.
 // Otherwise it returns, for each of ports, the frontends served, and a
-// warning. The frontends are taken in kindRank order, within a kind
-// address by address in the order the Service (or the node, for
-// NodePorts) lists them, each address on the Service's ports in their
-// order, until limit distinct ones are kept. The order depends on the
-// objects alone, so every node and every translation keeps the same
-// ones. The work is the addresses' and the kept frontends', not all the
-// Service asks for: a Service of a million frontends costs about what
-// one at the cap does.
+// warning. The cap is filled from what the object names, in its order:
+// its ClusterIPs, load-balancer ingress IPs and external IPs, address by
+// address, each on the first of its ports the room allows; every node
+// makes the same choice, since it counts each address the object names
+// whether or not this node's flags (a family switched off,
+// --external-ip-cidrs) then leave it out. What room is left goes to
+// NodePorts, port by port on this node's NodePort addresses: how many
+// NodePorts a node serves is all that differs between nodes. The work is
+// the addresses' and the kept frontends', not all the Service asks for.
 func cappedFrontends(svc *corev1.Service, ports []servicePort, nodeAddrs []netip.Addr, cfg Config) ([][]frontend, error) {
 	limit := cfg.maxFrontends()
 	if countFrontends(svc, ports, nodeAddrs) <= limit {
 		return nil, nil
 	}
-	// One pass of frontends lists each kind's addresses once, filtered
-	// as for every port, in its order (which decides the kind of a key
-	// two kinds share).
-	listed := frontends(svc, servicePort{port: 1, nodePort: 1}, nodeAddrs, cfg)
-	byRank := [4][]int{}
-	for i, fe := range listed {
-		byRank[kindRank(fe.kind)] = append(byRank[kindRank(fe.kind)], i)
+	asked := askedAddrs(svc)
+	nodeAsked := 0
+	if hasNodePort(svc) {
+		nodeAsked = len(nodeAddrs) * withNodePort(ports)
 	}
-	type placed struct {
-		fe frontend
-		at int // its place in listed
-	}
-	kept := make([][]placed, len(ports))
-	seen := make(map[model.VSKey]struct{}, limit)
-	asked := 0
-	for rank, idx := range byRank {
-		asked += len(idx) * portsOf(rank, ports)
-	}
-	if asked <= limit {
+	total := len(asked)*len(ports) + nodeAsked
+	if total <= limit {
 		return nil, nil
 	}
-take:
-	for rank, idx := range byRank {
-		for _, i := range idx {
-			for pi, p := range ports {
-				port := p.port
-				if rank == kindRank(KindNodePort) {
-					if port = p.nodePort; port == 0 {
-						continue
-					}
-				}
-				key := model.NewVSKey(p.proto, listed[i].addr, port)
-				if _, dup := seen[key]; !dup {
-					if len(seen) == limit {
-						break take
-					}
-					seen[key] = struct{}{}
-				}
-				kept[pi] = append(kept[pi], placed{frontend{kind: listed[i].kind, addr: listed[i].addr, port: port}, i})
+	c := planCap(asked, len(ports), limit)
+	served := c.served(frontends(svc, servicePort{port: 1}, nil, cfg))
+	out := make([][]frontend, len(ports))
+	np := 0 // the place of p among the ports with a node port
+	for pi, p := range ports {
+		out[pi] = c.objectFrontends(served, pi, p)
+		if hasNodePort(svc) && p.nodePort != 0 {
+			out[pi] = append(out[pi], c.nodePortFrontends(nodeAddrs, np, p)...)
+			np++
+		}
+	}
+	return out, fmt.Errorf("%w: it asks for %d frontends on this node, at most %d are made (--max-frontends-per-service): ClusterIPs, load-balancer IPs and external IPs first, in the object's order, NodePorts last",
+		ErrTooManyFrontends, total, limit)
+}
+
+// askedAddrs lists the addresses the Service object names, in the cap's
+// order: ClusterIPs (allocated by the API server), load-balancer ingress
+// IPs (a controller's), external IPs (anyone's claim, the list any user
+// can grow), each kind in the object's order, an address named twice
+// once. Addresses no node can serve (unparseable, unservable) are left
+// out; those only some nodes' flags leave out are not.
+func askedAddrs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]struct{}{}
+	add := func(addrs []string) {
+		for _, s := range addrs {
+			a, err := netip.ParseAddr(s)
+			if err != nil || unservable(a) != "" {
+				continue
+			}
+			a = a.Unmap()
+			if _, dup := seen[a]; !dup {
+				seen[a] = struct{}{}
+				out = append(out, a)
 			}
 		}
 	}
-	// Each port's frontends go back in frontends' order: addPort gives a
-	// key two kinds share to the first, as it does under the cap.
-	out := make([][]frontend, len(ports))
-	for pi, ps := range kept {
-		slices.SortStableFunc(ps, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
-		out[pi] = make([]frontend, len(ps))
-		for j, p := range ps {
-			out[pi][j] = p.fe
-		}
+	add(clusterIPs(svc))
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		add(ingressIPs(svc))
 	}
-	return out, fmt.Errorf("%w: %d of its %d frontends are served, the cap (--max-frontends-per-service); ClusterIPs first, then load-balancer IPs, NodePorts and external IPs",
-		ErrTooManyFrontends, len(seen), asked)
+	add(svc.Spec.ExternalIPs)
+	return out
 }
 
-// portsOf is how many of the ports a frontend of the kind of this rank is
-// made on: every one, but for NodePorts those with a node port.
-func portsOf(rank int, ports []servicePort) int {
-	if rank != kindRank(KindNodePort) {
-		return len(ports)
+// capPlan is what the cap keeps of a Service.
+type capPlan struct {
+	// ports is, for each address the object names that is kept, on how
+	// many of the Service's ports (the first ones) it is served.
+	ports map[netip.Addr]int
+	// nodeRoom is how many NodePort frontends fit after them.
+	nodeRoom int
+}
+
+// planCap fills limit with the asked addresses, each on as many of the
+// nPorts ports as there is room for.
+func planCap(asked []netip.Addr, nPorts, limit int) capPlan {
+	c := capPlan{ports: make(map[netip.Addr]int, min(len(asked), limit))}
+	for _, a := range asked {
+		n := min(nPorts, limit)
+		if n == 0 {
+			break
+		}
+		c.ports[a] = n
+		limit -= n
 	}
+	c.nodeRoom = limit
+	return c
+}
+
+// served is listed, the object's frontends this node serves in
+// frontends' order, less those the cap drops, sorted by how many ports
+// each is kept on, most first. The sort is stable: two kinds naming one
+// address keep frontends' order, which gives their key to the first.
+func (c capPlan) served(listed []frontend) []frontend {
+	out := slices.DeleteFunc(listed, func(fe frontend) bool { return c.ports[fe.addr] == 0 })
+	slices.SortStableFunc(out, func(a, b frontend) int { return c.ports[b.addr] - c.ports[a.addr] })
+	return out
+}
+
+// objectFrontends is the served frontends kept on the port at place pi.
+func (c capPlan) objectFrontends(served []frontend, pi int, p servicePort) []frontend {
+	n, _ := slices.BinarySearchFunc(served, pi, func(fe frontend, pi int) int {
+		if c.ports[fe.addr] > pi {
+			return -1
+		}
+		return 1
+	})
+	out := make([]frontend, n)
+	for i, fe := range served[:n] {
+		out[i] = frontend{kind: fe.kind, addr: fe.addr, port: p.port}
+	}
+	return out
+}
+
+// nodePortFrontends is the NodePort frontends kept of the np-th port with
+// a node port: the room is taken port by port, each on every address.
+func (c capPlan) nodePortFrontends(nodeAddrs []netip.Addr, np int, p servicePort) []frontend {
+	n := min(len(nodeAddrs), max(0, c.nodeRoom-np*len(nodeAddrs)))
+	out := make([]frontend, n)
+	for i, a := range nodeAddrs[:n] {
+		out[i] = frontend{kind: KindNodePort, addr: a, port: p.nodePort}
+	}
+	return out
+}
+
+// withNodePort is how many of the ports have a node port.
+func withNodePort(ports []servicePort) int {
 	n := 0
 	for _, p := range ports {
 		if p.nodePort != 0 {
@@ -149,11 +183,7 @@ func countFrontends(svc *corev1.Service, ports []servicePort, nodeAddrs []netip.
 	}
 	n := perPort * len(ports)
 	if hasNodePort(svc) {
-		for _, p := range ports {
-			if p.nodePort != 0 {
-				n += len(nodeAddrs)
-			}
-		}
+		n += len(nodeAddrs) * withNodePort(ports)
 	}
 	return n
 }

@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -39,14 +40,14 @@ func TestFrontendCap(t *testing.T) {
 		dropped int
 	}{
 		{"at the cap", 14, nil, 0},
-		{"ClusterIPs, then load-balancer IPs, then NodePorts, address by address", 7, []string{
-			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 192.168.1.10:30080", "-t 203.0.113.100:443", "-t 203.0.113.100:80",
+		{"ClusterIPs, then load-balancer IPs, then external IPs, address by address", 7, []string{
+			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 198.51.100.1:80", "-t 203.0.113.100:443", "-t 203.0.113.100:80",
 			"-t [fd00::10]:443", "-t [fd00::10]:80",
 		}, 7},
-		{"external IPs last", 12, []string{
-			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 192.168.1.10:30080", "-t 192.168.1.10:30443",
-			"-t 198.51.100.1:443", "-t 198.51.100.1:80",
-			"-t 203.0.113.100:443", "-t 203.0.113.100:80", "-t [fd00:1::10]:30080", "-t [fd00:1::10]:30443",
+		{"NodePorts last, port by port", 12, []string{
+			"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 192.168.1.10:30080",
+			"-t 198.51.100.1:443", "-t 198.51.100.1:80", "-t 198.51.100.2:443", "-t 198.51.100.2:80",
+			"-t 203.0.113.100:443", "-t 203.0.113.100:80", "-t [fd00:1::10]:30080",
 			"-t [fd00::10]:443", "-t [fd00::10]:80",
 		}, 2},
 		{"one", 1, []string{"-t 10.96.0.10:80"}, 13},
@@ -73,13 +74,61 @@ func TestFrontendCap(t *testing.T) {
 			if got := keysOf(res); !slices.Equal(got, tc.want) {
 				t.Errorf("served\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
-			if len(capped) != 1 || !strings.Contains(capped[0].Error(), fmt.Sprintf("%d of its %d frontends are served, the cap", tc.max, tc.max+tc.dropped)) {
-				t.Errorf("warnings %v, want one saying %d of %d are served", res.Warnings, tc.max, tc.max+tc.dropped)
+			if len(capped) != 1 || !strings.Contains(capped[0].Error(), fmt.Sprintf("it asks for %d frontends on this node, at most %d are made", tc.max+tc.dropped, tc.max)) {
+				t.Errorf("warnings %v, want one saying %d of %d are made", res.Warnings, tc.max, tc.max+tc.dropped)
 			}
 			for _, a := range res.Addrs {
 				if !slices.ContainsFunc(res.Services, func(s *model.Service) bool { return s.Key.Addr == a }) {
 					t.Errorf("VIP %s bound without a virtual server", a)
 				}
+			}
+		})
+	}
+}
+
+// Under the cap, every node serves the same ClusterIP, load-balancer and
+// external-IP frontends, or fewer where its own flags leave some out, but
+// never others: how many NodePort addresses a node has, which families it
+// serves and its --external-ip-cidrs do not move the choice.
+func TestFrontendCapSameOnEveryNode(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	all := []string{"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 198.51.100.1:443", "-t 198.51.100.1:80", "-t 198.51.100.2:80",
+		"-t 203.0.113.100:443", "-t 203.0.113.100:80", "-t [fd00::10]:443", "-t [fd00::10]:80"}
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+		want []string // the frontends not NodePorts
+	}{
+		{"one NodePort address", func(c *Config) { c.HostAddrs = addrs("192.168.1.10") }, all},
+		{"four NodePort addresses", func(c *Config) {
+			c.HostAddrs = addrs("192.168.1.10", "192.168.1.11", "192.168.1.12", "fd00:1::10")
+		}, all},
+		{"IPv4 only, one external IP allowed", func(c *Config) {
+			c.HostAddrs = addrs("192.168.1.10")
+			c.Families = model.Families{IPv4: true}
+			c.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("198.51.100.2/32")}
+		}, []string{"-t 10.96.0.10:443", "-t 10.96.0.10:80", "-t 198.51.100.2:80", "-t 203.0.113.100:443", "-t 203.0.113.100:80"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.MaxFrontends, cfg.NodePortAddresses = 9, nil
+			tc.cfg(&cfg)
+			res := Service(bigLB(), nil, testNode(), cfg)
+			var got []string
+			for i, s := range res.Services {
+				if res.Meta[i].Kind != KindNodePort {
+					got = append(got, s.Key.String())
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("served\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
 	}
