@@ -2,8 +2,8 @@ package reconciler
 
 import (
 	"errors"
-	"hash/fnv"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -16,8 +16,10 @@ import (
 
 // A Service's problems reach its owner as Warning Events, posted by every
 // node, and the Service's content is any namespace user's: what is said
-// is capped in size, and a problem is said once per object, not at each
-// re-translation (an EndpointSlice change, a Node update, a retry).
+// is capped in size, and each reason is said once per object (its UID and
+// generation), in one message naming its first few problems and counting
+// the rest, not at each re-translation (an EndpointSlice change, a Node
+// update, a retry) nor once per address or frontend.
 
 // maxEventMessage caps the message of every Event the agent posts, and of
 // the log line beside it: the API server stores Events up to 1 KiB of
@@ -25,45 +27,74 @@ import (
 // costs every node's API calls and every reader's memory.
 const maxEventMessage = 1024
 
-// maxToldPerObject bounds what one Service object is told: problems past
-// it are logged at debug level only.
-const maxToldPerObject = 16
+// maxNamed is how many problems of one reason a message names.
+const maxNamed = 5
 
-// capMessage cuts a message to maxEventMessage bytes, on a rune boundary,
-// ending with how long it was.
-func capMessage(msg string) string {
-	if len(msg) <= maxEventMessage {
+// capMessage cuts a message to maxEventMessage bytes.
+func capMessage(msg string) string { return cutMessage(msg, maxEventMessage) }
+
+// cutMessage cuts a message to limit bytes, on a rune boundary, ending
+// with how long it was.
+func cutMessage(msg string, limit int) string {
+	if len(msg) <= limit {
 		return msg
 	}
 	const room = 32 // for the "... (N bytes)" suffix
-	n := maxEventMessage - room
+	n := limit - room
 	for n > 0 && !utf8.RuneStart(msg[n]) {
 		n--
 	}
 	return msg[:n] + "... (" + strconv.Itoa(len(msg)) + " bytes)"
 }
 
-// problem is one thing a Service was told: its reason and message.
-type problem struct {
-	reason string
-	msg    uint64 // FNV-1a of the message as posted
+// joinProblems is the one message of a reason's problems: the first
+// maxNamed that fit in maxEventMessage named, the rest counted.
+func joinProblems(msgs []string) string {
+	const room = 32 // for the "; and N more" suffix
+	var b strings.Builder
+	named := 0
+	for _, m := range msgs[:min(len(msgs), maxNamed)] {
+		if named == 0 {
+			b.WriteString(cutMessage(m, maxEventMessage-room))
+		} else if b.Len()+2+len(m) <= maxEventMessage-room {
+			b.WriteString("; " + m)
+		} else {
+			break
+		}
+		named++
+	}
+	if more := len(msgs) - named; more > 0 {
+		b.WriteString("; and " + strconv.Itoa(more) + " more")
+	}
+	return b.String()
 }
 
-func problemOf(reason string, err error) problem {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(capMessage(err.Error())))
-	return problem{reason: reason, msg: h.Sum64()}
+// problems gathers what is to be said of one object, by reason, in the
+// order the reasons first come.
+type problems struct {
+	reasons []string
+	msgs    map[string][]string
+}
+
+func (ps *problems) add(reason, msg string) {
+	if ps.msgs == nil {
+		ps.msgs = map[string][]string{}
+	}
+	if _, ok := ps.msgs[reason]; !ok {
+		ps.reasons = append(ps.reasons, reason)
+	}
+	ps.msgs[reason] = append(ps.msgs[reason], msg)
 }
 
 // told is what a Service object (its UID and generation) was told.
 type told struct {
 	uid        types.UID
 	generation int64
-	// translation is what its latest translation found wrong: a problem
-	// still there is not said again, one gone and back is. others are
-	// the problems said of it from elsewhere (a frontend lost to another
-	// Service), each said once for the object.
-	translation, others map[problem]struct{}
+	// translation is the reasons its latest translation found: one still
+	// there is not said again, one gone and back is. others are the
+	// reasons said of it from elsewhere (a frontend lost to another
+	// Service, a refused frontend), each said once for the object.
+	translation, others map[string]struct{}
 }
 
 // toldOf is what the object svc (nil: not known) was told; a new object
@@ -76,14 +107,15 @@ func (r *Reconciler) toldOf(name model.ServiceName, svc *corev1.Service) *told {
 	}
 	t := r.told[name]
 	if t == nil || t.uid != uid || t.generation != gen {
-		t = &told{uid: uid, generation: gen, translation: map[problem]struct{}{}, others: map[problem]struct{}{}}
+		t = &told{uid: uid, generation: gen, translation: map[string]struct{}{}, others: map[string]struct{}{}}
 		r.told[name] = t
 	}
 	return t
 }
 
-// sayTranslation reports what a translation of svc found wrong and its
-// previous translation of the same object did not, and remembers it.
+// sayTranslation reports the reasons a translation of svc found wrong
+// and its previous translation of the same object did not, one Event
+// each, and remembers them.
 func (r *Reconciler) sayTranslation(name model.ServiceName, svc *corev1.Service, res translate.Result) {
 	if svc == nil {
 		delete(r.told, name)
@@ -93,26 +125,19 @@ func (r *Reconciler) sayTranslation(name model.ServiceName, svc *corev1.Service,
 	if res.Err == nil && len(res.Warnings) == 0 && len(t.translation) == 0 {
 		return
 	}
-	now := make(map[problem]struct{}, len(res.Warnings)+1)
-	say := func(reason string, err error) {
-		p := problemOf(reason, err)
-		if _, dup := now[p]; dup {
-			return
-		}
-		if len(now) == maxToldPerObject {
-			r.log.Debug("service problem not reported: too many", zap.Stringer("service", name), zap.String("reason", reason))
-			return
-		}
-		now[p] = struct{}{}
-		if _, said := t.translation[p]; !said {
-			r.warn(name, reason, err)
-		}
-	}
+	var ps problems
 	if res.Err != nil {
-		say("InvalidService", res.Err)
+		ps.add("InvalidService", res.Err.Error())
 	}
 	for _, w := range res.Warnings {
-		say(warningReason(w), w)
+		ps.add(warningReason(w), w.Error())
+	}
+	now := make(map[string]struct{}, len(ps.reasons))
+	for _, reason := range ps.reasons {
+		now[reason] = struct{}{}
+		if _, said := t.translation[reason]; !said {
+			r.warn(name, reason, errors.New(joinProblems(ps.msgs[reason])))
+		}
 	}
 	t.translation = now
 }
@@ -126,7 +151,7 @@ func warningReason(w error) string {
 }
 
 // sayOnce reports a problem found outside the Service's translation once
-// for its current object.
+// per reason for its current object.
 func (r *Reconciler) sayOnce(name model.ServiceName, reason string, err error) {
 	svc, _ := r.opt.Store.Service(name)
 	if svc == nil { // gone: nothing to remember it by
@@ -134,14 +159,10 @@ func (r *Reconciler) sayOnce(name model.ServiceName, reason string, err error) {
 		return
 	}
 	t := r.toldOf(name, svc)
-	p := problemOf(reason, err)
-	if _, said := t.others[p]; said {
+	if _, said := t.others[reason]; said {
+		r.log.Debug("service problem already reported", zap.Stringer("service", name), zap.String("reason", reason))
 		return
 	}
-	if len(t.others) == maxToldPerObject {
-		r.log.Debug("service problem not reported: too many", zap.Stringer("service", name), zap.String("reason", reason))
-		return
-	}
-	t.others[p] = struct{}{}
+	t.others[reason] = struct{}{}
 	r.warn(name, reason, err)
 }

@@ -337,13 +337,21 @@ func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
 	}
 }
 
-// noteRefusals reports each desired frontend the plan refused (another
+// noteRefusals reports the desired frontends the plan refused (another
 // tool's virtual server, inside --exclude-cidrs, on a node's, the API
-// server's or a pod's address) once: a Warning Event on
-// its Service and a log line, counted by the refused-frontends gauge. A
-// frontend of the scope no longer refused is forgotten, so it is reported
-// again if it is refused again.
+// server's or a pod's address), counted by the refused-frontends gauge.
+// The ones newly refused are said per Service and reason, in one message
+// (joinProblems), once for the Service object (sayOnce): a Service
+// listing thousands of refused addresses costs one Event and one log
+// line. A frontend of the scope no longer refused is forgotten.
 func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
+	type group struct {
+		name   model.ServiceName
+		owned  bool
+		reason string
+	}
+	var order []group
+	fresh := map[group][]string{}
 	now := make(map[model.VSKey]plan.Refusal, len(refused))
 	for _, ref := range refused {
 		now[ref.Key] = ref
@@ -351,25 +359,37 @@ func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
 			continue
 		}
 		r.refused[ref.Key] = ref
-		reason := "ForeignVirtualServer"
-		switch ref.Why {
-		case plan.Excluded:
-			reason = "ExcludedFrontend"
-		case plan.ReservedAddr:
-			reason = "ReservedAddress"
+		name, owned := r.desired.owner[ref.Key]
+		g := group{name: name, owned: owned, reason: refusalReason(ref.Why)}
+		if _, ok := fresh[g]; !ok {
+			order = append(order, g)
 		}
-		name, ok := r.desired.owner[ref.Key]
-		if !ok {
-			r.log.Warn("frontend refused", zap.Stringer("vs", ref.Key), zap.String("reason", reason), zap.Stringer("why", ref))
+		fresh[g] = append(fresh[g], ref.String())
+	}
+	for _, g := range order {
+		msg := joinProblems(fresh[g])
+		if !g.owned {
+			r.log.Warn("frontends refused", zap.String("reason", g.reason), zap.String("why", msg))
 			continue
 		}
-		r.warn(name, reason, errors.New(ref.String()))
+		r.sayOnce(g.name, g.reason, errors.New(msg))
 	}
 	for k := range scope.Keys {
 		if _, ok := now[k]; !ok {
 			delete(r.refused, k)
 		}
 	}
+}
+
+// refusalReason is the Event reason of a refusal.
+func refusalReason(why plan.Why) string {
+	switch why {
+	case plan.Excluded:
+		return "ExcludedFrontend"
+	case plan.ReservedAddr:
+		return "ReservedAddress"
+	}
+	return "ForeignVirtualServer"
 }
 
 // everything is the scope of a full sync: all we want and all there is.

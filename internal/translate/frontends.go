@@ -1,7 +1,6 @@
 package translate
 
 import (
-	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,21 +116,23 @@ func (cfg Config) externalIPAllowed(a netip.Addr) bool {
 }
 
 // externalIPsNotAllowed reports the Service's external IPs that
-// --external-ip-cidrs leaves out.
-func externalIPsNotAllowed(svc *corev1.Service, cfg Config) []error {
-	var errs []error
+// --external-ip-cidrs leaves out, the first few named and the rest
+// counted (bounded.go): any user may list thousands; nil when none is.
+func externalIPsNotAllowed(svc *corev1.Service, cfg Config) error {
+	var r reasons
 	for i, s := range svc.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(s); err == nil && unservable(a) == "" && !cfg.externalIPAllowed(a) {
-			errs = append(errs, fmt.Errorf("spec.externalIPs[%d] %q is outside this node's --external-ip-cidrs: not served", i, s))
+		if a, err := netip.ParseAddr(s); err == nil && unservable(a) == "" && !cfg.externalIPAllowed(a) && !r.over() {
+			r.add("spec.externalIPs[%d] %s is outside this node's --external-ip-cidrs: not served", i, quote(s))
 		}
 	}
-	return errs
+	return r.err()
 }
 
 // badVIPs reports the Service's addresses that are not served because
-// they cannot be VIPs, or do not parse.
-func badVIPs(svc *corev1.Service) []error {
-	var errs []error
+// they cannot be VIPs, or do not parse, the first few named and the rest
+// counted; nil when there is none.
+func badVIPs(svc *corev1.Service) error {
+	var r reasons
 	check := func(field string, addrs []string) {
 		for i, s := range addrs {
 			a, err := netip.ParseAddr(s)
@@ -139,8 +140,8 @@ func badVIPs(svc *corev1.Service) []error {
 			if err != nil {
 				why = "is not an IP address"
 			}
-			if why != "" {
-				errs = append(errs, fmt.Errorf("%s[%d] %q %s: not served", field, i, s, why))
+			if why != "" && !r.over() {
+				r.add("%s[%d] %s %s: not served", field, i, quote(s), why)
 			}
 		}
 	}
@@ -151,5 +152,5 @@ func badVIPs(svc *corev1.Service) []error {
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		check("status.loadBalancer.ingress", ingressIPs(svc))
 	}
-	return errs
+	return r.err()
 }

@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -68,5 +70,40 @@ func BenchmarkHostileSchedulerFlags(b *testing.B) {
 		if r := Service(svc, nil, node, cfg); r.Err == nil {
 			b.Fatal("no error")
 		}
+	}
+}
+
+// A Service listing thousands of external IPs that cannot be served (not
+// addresses, loopback, outside --external-ip-cidrs) gets one warning per
+// kind of problem, naming the first few and counting the rest.
+func TestHostileAddressListsGiveBoundedWarnings(t *testing.T) {
+	many := func(format string) []string {
+		out := make([]string, 2000)
+		for i := range out {
+			out[i] = fmt.Sprintf(format, i/250, i%250)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		ips  []string
+		want string
+	}{
+		{"outside --external-ip-cidrs", many("198.51.%d.%d"), "is outside this node's --external-ip-cidrs"},
+		{"loopback", many("127.0.%d.%d"), "is a loopback address"},
+		{"not addresses", many("%d.x.%d"), "is not an IP address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+			res := Service(service(externalIPsOpt(tc.ips...)), nil, testNode(), cfg)
+			if len(res.Warnings) != 1 {
+				t.Fatalf("%d warnings, want 1", len(res.Warnings))
+			}
+			msg := res.Warnings[0].Error()
+			if len(msg) > maxErrorBytes || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "and 1995 more") {
+				t.Errorf("warning of %d bytes %.400q, want at most %d naming %q and counting 1995 more", len(msg), msg, maxErrorBytes, tc.want)
+			}
+		})
 	}
 }

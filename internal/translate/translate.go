@@ -201,8 +201,10 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 	if sourcesErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, sourcesErr))
 	}
-	for _, err := range append(badVIPs(svc), externalIPsNotAllowed(svc, cfg)...) {
-		res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, err))
+	for _, err := range []error{badVIPs(svc), externalIPsNotAllowed(svc, cfg)} {
+		if err != nil {
+			res.Warnings = append(res.Warnings, fmt.Errorf("service %s: %w", name, err))
+		}
 	}
 	return res
 }
