@@ -222,17 +222,12 @@ func TestListenerLimits(t *testing.T) {
 	}
 }
 
-// The defaults are bounded and sane: every timeout set, the idle one
-// shorter than the write one, a cap that serves a handful of clients.
-func TestDefaultLimits(t *testing.T) {
-	srv := httplimit.Limits{}.Server(hello)
-	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout < srv.ReadHeaderTimeout || srv.WriteTimeout <= 0 ||
-		srv.IdleTimeout <= 0 || srv.IdleTimeout > 5*time.Minute || srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes >= http.DefaultMaxHeaderBytes {
-		t.Errorf("server limits %+v", srv)
-	}
-	if httplimit.MaxConns < 16 || httplimit.MaxConns > 4096 {
-		t.Errorf("MaxConns %d", httplimit.MaxConns)
-	}
+// With the default limits, a client that opens many connections and holds
+// them idle or half-sent keeps only its share of them; another client, from
+// another address, is still answered at once.
+func TestOneClientCannotStarveAnother(t *testing.T) {
+	addr := serving(t, Endpoint{Name: "healthz", Handler: readsBody})
+	httplimittest.ClientsApart(t, addr, httplimit.MaxConnsPerClient, 200)
 }
 
 // blockingDrift counts the diffs running at once and holds each until
