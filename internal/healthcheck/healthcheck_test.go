@@ -251,3 +251,15 @@ func TestPortLimits(t *testing.T) {
 		})
 	}
 }
+
+// With the default limits, a client that opens many connections to a
+// health-check port and holds them idle or half-sent keeps only its share
+// of them; a load balancer's checker, from another address, is still
+// answered at once.
+func TestOneClientCannotStarveAnother(t *testing.T) {
+	r := newRig(t, nil)
+	if err := r.srv.Sync([]translate.HealthCheck{hc(32000, "web", 1)}, []netip.Addr{nodeAddr}); err != nil {
+		t.Fatal(err)
+	}
+	httplimittest.ClientsApart(t, r.at(nodeAddr, 32000), httplimit.MaxConnsPerClient, 200)
+}

@@ -7,7 +7,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
@@ -31,25 +34,21 @@ type Inspector interface {
 // health and metrics have their own addresses, as in kube-proxy.
 //
 // A diff reads the whole kernel, which costs the node as much as a full
-// sync's read; diffs run one at a time, and a request that comes while
-// one runs waits for its turn (or until its client gives up).
+// sync's read; one runs at a time, and the requests that come while it
+// runs wait for it (or until their client gives up) and share its answer,
+// so a flood of requests costs one read at a time, not one per request.
 func DebugHandler(in Inspector) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, in.Status())
 	})
-	turn := make(chan struct{}, 1)
+	diffs := &sharedRead{read: in.Drift}
 	mux.HandleFunc("GET "+PathDiff, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case turn <- struct{}{}:
-		case <-r.Context().Done():
-			http.Error(w, "gave up waiting for the diff before it", http.StatusServiceUnavailable)
+		lines, err := diffs.do(r.Context())
+		if errors.Is(err, errGaveUp) {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		lines, err := func() ([]string, error) {
-			defer func() { <-turn }() // even if Drift panics: net/http recovers it
-			return in.Drift(r.Context())
-		}()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -57,6 +56,54 @@ func DebugHandler(in Inspector) http.Handler {
 		writeJSON(w, DiffResponse{Ops: lines})
 	})
 	return mux
+}
+
+// errGaveUp is the answer of a request whose client left before the read
+// it waited for ended.
+var errGaveUp = errors.New("gave up waiting for the diff")
+
+// sharedRead runs one read at a time, and gives its answer to every
+// caller that asked while it ran.
+type sharedRead struct {
+	read func(context.Context) ([]string, error)
+	mu   sync.Mutex
+	cur  *readCall // the read running now, nil when none
+}
+
+// readCall is one read; lines and err are set before done closes.
+type readCall struct {
+	done  chan struct{}
+	lines []string
+	err   error
+}
+
+// do joins the read running now, or runs one in the caller's goroutine
+// (so that net/http recovers a panic in it, as in any handler).
+func (s *sharedRead) do(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	if c := s.cur; c != nil {
+		s.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.lines, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errGaveUp, ctx.Err())
+		}
+	}
+	c := &readCall{done: make(chan struct{}), err: errors.New("the diff read panicked")}
+	s.cur = c
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cur = nil
+		s.mu.Unlock()
+		close(c.done)
+	}()
+	// The read is the waiters' too: the client that started it leaving
+	// must not cancel it for them.
+	lines, err := s.read(context.WithoutCancel(ctx))
+	c.lines, c.err = lines, err
+	return lines, err
 }
 
 // DiffResponse is the body of PathDiff.

@@ -7,10 +7,13 @@ package httplimittest
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,6 +87,77 @@ func CapWaits(t *testing.T, addr string, max int) {
 		t.Fatalf("%s: connection %d not served once another closed: %v", addr, max+1, err)
 	}
 	resp.Body.Close()
+}
+
+// ClientsApart checks that one client cannot keep another out of the
+// server at addr. A client opens many connections from 127.0.0.1, every
+// other one idle on keep-alive after its request and the rest sending
+// headers that never end; then a client from 127.0.0.2 must get its
+// answer within a second, and the first client must hold at most
+// perClient connections open: the server closed the others at once.
+func ClientsApart(t *testing.T, addr string, perClient, many int) {
+	t.Helper()
+	var greedy []net.Conn
+	for i := range many {
+		c, err := dialFrom(t, "127.0.0.1", addr)
+		if err != nil {
+			// The server reset it before the dial returned: closed.
+			continue
+		}
+		greedy = append(greedy, c)
+		// The server may already have closed c; a failed write says so
+		// no better than the count below.
+		if i%2 == 0 {
+			_, _ = io.WriteString(c, request)
+		} else {
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: ag")
+		}
+	}
+	c, err := dialFrom(t, "127.0.0.2", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatalf("%s: write request: %v", addr, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Errorf("%s: another client got no answer within a second: %v", addr, err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: another client got %s", addr, resp.Status)
+	}
+	if open := stillOpen(greedy, 500*time.Millisecond); open > perClient {
+		t.Errorf("%s: one client holds %d connections open, want at most %d", addr, open, perClient)
+	}
+}
+
+// stillOpen counts the connections the server has not ended within d.
+func stillOpen(cs []net.Conn, d time.Duration) int {
+	var (
+		wg   sync.WaitGroup
+		open atomic.Int32
+	)
+	for _, c := range cs {
+		wg.Go(func() {
+			if !closedWithin(c, bufio.NewReader(c), d) {
+				open.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(open.Load())
+}
+
+// dialFrom connects to addr from the local address from.
+func dialFrom(t *testing.T, from, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s from %s: %w", addr, from, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, nil
 }
 
 func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
