@@ -41,7 +41,7 @@ func (c *countedTable) Dump(v6 bool, proto uint8, fn func(conntrack.Flow)) error
 
 // freshNetns is a network namespace of the test's own, so that its
 // conntrack entries are the only ones there.
-func freshNetns(t *testing.T) netns.NsHandle {
+func freshNetns(t testing.TB) netns.NsHandle {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a conntrack table of the test's own needs root")
