@@ -63,6 +63,9 @@ type desiredSet struct {
 	// good translation has an external or load-balancer frontend on each.
 	clusterIPs byAddr
 	claimed    byAddr
+	// woken are the Services that took over a frontend since the
+	// reconciler last looked (takeWoken).
+	woken map[model.ServiceName]struct{}
 }
 
 // claimRank orders the Services claiming one frontend: by kind, then the
@@ -181,6 +184,7 @@ func newDesiredSet() desiredSet {
 
 		clusterIPs: byAddr{},
 		claimed:    byAddr{},
+		woken:      map[model.ServiceName]struct{}{},
 	}
 }
 
@@ -433,11 +437,20 @@ func (d *desiredSet) wake(freed []model.VSKey, scope plan.Scope) {
 		})
 		freed = nil
 		for _, w := range woken {
+			d.woken[w] = struct{}{}
 			d.remove(w, scope)
 			_, more := d.claim(w, scope)
 			freed = append(freed, more...)
 		}
 	}
+}
+
+// takeWoken returns the Services that took over a frontend since the last
+// call, and forgets them.
+func (d *desiredSet) takeWoken() map[model.ServiceName]struct{} {
+	out := d.woken
+	d.woken = map[model.ServiceName]struct{}{}
+	return out
 }
 
 // withoutFrontends is res without the virtual servers in gone, their set

@@ -5,9 +5,13 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -71,5 +75,40 @@ func TestFailedUnbindKeepsItsGuard(t *testing.T) {
 	r.sync(false)
 	if got := vipLines(r.fake.Dump()); strings.Contains(got, "192.168.1.50") {
 		t.Errorf("the retry left the address or its guard:\n%s", got)
+	}
+}
+
+// TestTakeOverIsNotHeldByBackoff: a Service backing off that waits on a
+// frontend takes it over in the sync its winner is deleted in, before its
+// retry is due: held, the frontend would serve nothing until then.
+func TestTakeOverIsNotHeldByBackoff(t *testing.T) {
+	r := newRig(t)
+	broken := true
+	r.fake.FailWhen(func(c fake.Call) error {
+		if vs, ok := c.Arg.(model.VirtualServer); ok && broken && c.Method == "AddService" && vs.Key.Addr == netip.MustParseAddr("10.96.0.21") {
+			return errors.New("add: injected")
+		}
+		return nil
+	})
+	older := externalService("a", "10.96.0.20", "192.168.1.50")
+	older.CreationTimestamp = metav1.NewTime(time.Unix(1_600_000_000, 0))
+	newer := externalService("b", "10.96.0.21", "192.168.1.50")
+	newer.CreationTimestamp = metav1.NewTime(time.Unix(1_650_000_000, 0))
+	r.store.SetService(older)
+	r.store.SetSlice(slice("a", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
+	r.store.SetService(newer)
+	r.store.SetSlice(slice("b", corev1.ProtocolTCP, 8080, ready("10.244.1.3")))
+	if st := r.sync(false); st.Failing != 1 {
+		t.Fatalf("failing %d, want the newer Service", st.Failing)
+	}
+	broken = false
+
+	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "a"})
+	r.sync(false)
+	dump := r.fake.Dump()
+	for _, want := range []string{"-A -t 192.168.1.50:80", "-a -t 192.168.1.50:80 -r 10.244.1.3:8080", "addr 192.168.1.50", "set KUBE-IPVS-VIPS 192.168.1.50"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("the frontend let go of is not taken over: %q missing:\n%s", want, dump)
+		}
 	}
 }
