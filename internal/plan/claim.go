@@ -25,9 +25,11 @@ const (
 	// look ours (the link's addresses are what mark ours), and a later sync
 	// would take it over or delete it.
 	SharedAddr
-	// ReservedAddr: its address is this node's, another Node's, the API
-	// server's or inside the pod CIDRs (Reserved); binding it would cut
-	// the node off from whatever listens there.
+	// ReservedAddr: its address is a Node's, this host's, the API
+	// server's or inside the pod or cluster CIDRs, and not a ClusterIP
+	// (Reserved); binding it would cut the node off from whatever listens
+	// there. A load-balancer frontend on an address only this host's
+	// interfaces have is served unbound instead (Reserved.Refuses).
 	ReservedAddr
 )
 
@@ -63,7 +65,7 @@ func (r Refusal) String() string {
 	case Foreign:
 		return fmt.Sprintf("frontend %s is a virtual server the agent does not own: not served, left to its owner", r.Key)
 	case ReservedAddr:
-		return fmt.Sprintf("frontend %s is on an address of a node, of the API server or of the pod network: not served, its address not bound", r.Key)
+		return fmt.Sprintf("frontend %s is on an address of a node, of this host, of the API server or of the pod network: not served, its address not bound", r.Key)
 	}
 	return fmt.Sprintf("frontend %s: its address carries %s, a virtual server the agent does not own: not served, its address not bound", r.Key, r.By)
 }

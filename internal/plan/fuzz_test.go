@@ -70,23 +70,33 @@ var fuzzEntries = []model.SetEntry{
 }
 
 // genReserved decodes bytes into the reserved addresses: each bit of the
-// first byte reserves one of fuzzAddrs, the top bit the prefix holding
-// vip1 and vip2 too (a pod CIDR, say).
+// first byte reserves one of fuzzAddrs for every frontend, the top bit the
+// prefix holding vip1 and vip2 too (a pod CIDR, say); each bit of the
+// second one of fuzzAddrs as a host-only address, of the third the TCP
+// frontends on one of fuzzAddrs as served unbound there, of the fourth
+// exempts one of fuzzAddrs (a ClusterIP).
 func genReserved(data []byte) Reserved {
 	if len(data) == 0 {
 		return Reserved{}
 	}
-	var addrs []netip.Addr
-	for i, a := range fuzzAddrs {
-		if data[0]&(1<<i) != 0 {
-			addrs = append(addrs, a)
+	pick := func(i int) []netip.Addr {
+		var out []netip.Addr
+		for j, a := range fuzzAddrs {
+			if i < len(data) && data[i]&(1<<j) != 0 {
+				out = append(out, a)
+			}
 		}
+		return out
 	}
 	var prefixes []netip.Prefix
 	if data[0]&0x80 != 0 {
 		prefixes = append(prefixes, netip.MustParsePrefix("10.96.0.0/30"))
 	}
-	return NewReserved(addrs, prefixes)
+	var unbound []model.VSKey
+	for _, a := range pick(2) {
+		unbound = append(unbound, model.NewVSKey(model.TCP, a, 80), model.NewVSKey(model.TCP, a, 30080))
+	}
+	return NewReserved(pick(0), prefixes).WithHostOnly(pick(1)).WithUnbound(unbound).WithExempt(pick(3))
 }
 
 // fuzzOwner is testOwner with addresses reserved.
@@ -96,10 +106,35 @@ func fuzzOwner(observed model.State, reserved Reserved) Owner {
 	return NewOwner(observed, []netip.Addr{node1}, p)
 }
 
+// reservedFor spells out, apart from the code, whether a is reserved
+// (never bound nor guarded), and whether for every frontend (all) or for
+// all but the ones served unbound on this host (host).
+func reservedFor(a netip.Addr, owner Owner) (all, host bool) {
+	r := owner.policy.Reserved
+	if _, ok := r.exempt[a]; ok {
+		return false, false
+	}
+	_, all = r.addrs[a]
+	for _, p := range r.prefixes {
+		all = all || p.Contains(a)
+	}
+	_, host = r.hostOnly[a]
+	return all, host && !all
+}
+
+// reservedAddr: a is never bound nor guarded as a VIP.
+func reservedAddr(a netip.Addr, owner Owner) bool {
+	all, host := reservedFor(a, owner)
+	return all || host
+}
+
 // claimsReserved is the oracle for frontends on a reserved address: all
-// but a NodePort (the node address, a port in the range).
+// but a NodePort (the node address, a port in the range), and but the
+// frontends served unbound on a host-only address.
 func claimsReserved(k model.VSKey, owner Owner) bool {
-	return owner.policy.Reserved.Has(k.Addr) && !(k.Addr == node1 && testPolicy.NodePortRange.Contains(k.Port))
+	all, host := reservedFor(k.Addr, owner)
+	_, unbound := owner.policy.Reserved.unbound[k]
+	return (all || (host && !unbound)) && !(k.Addr == node1 && testPolicy.NodePortRange.Contains(k.Port))
 }
 
 // excludedVIP is inside testPolicy's excluded CIDRs.
@@ -170,7 +205,7 @@ func expect(desired, observed model.State, owner Owner) model.State {
 		}
 	}
 	for a := range desired.Addrs {
-		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) && !owner.policy.Reserved.Has(a) {
+		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) && !reservedAddr(a, owner) {
 			want.Addrs[a] = struct{}{}
 		}
 	}
@@ -194,7 +229,7 @@ func expect(desired, observed model.State, owner Owner) model.State {
 	// refused for its reserved address, are not added.
 	notAdded := func(e model.SetEntry) bool {
 		if shim.KindOf(e) == shim.VIPs {
-			return owner.policy.Reserved.Has(e.Addr())
+			return reservedAddr(e.Addr(), owner)
 		}
 		k := entryKey(e)
 		return k.Addr.IsValid() && reservedRefused(k, owner)
@@ -236,11 +271,10 @@ func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
 		}
 		// No plan binds or guards a host, Node, API-server or pod-CIDR
 		// address, nor serves a frontend there but a NodePort.
-		reserved := owner.policy.Reserved
 		switch {
-		case op.Kind == BindAddr && reserved.Has(op.Addr):
+		case op.Kind == BindAddr && reservedAddr(op.Addr, owner):
 			t.Fatalf("%s: binds a reserved address", op)
-		case op.Kind == AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && reserved.Has(op.Entry.Addr()):
+		case op.Kind == AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && reservedAddr(op.Entry.Addr(), owner):
 			t.Fatalf("%s: guards a reserved address as a VIP", op)
 		case op.Kind == AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && claimsReserved(entryKey(op.Entry), owner):
 			t.Fatalf("%s: records a frontend on a reserved address", op)
@@ -276,6 +310,7 @@ func FuzzDiff(f *testing.F) {
 	f.Add([]byte{2, 4, 0, 1, 1, 0, 0, 1, 0x40}, []byte{1, 0x0c, 1, 0, 0}, []byte{})
 	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{0x09})
 	f.Add([]byte{2, 3, 1, 3, 1, 0x08, 4, 1, 2, 0}, []byte{2, 3, 9, 2, 1, 3, 2, 0x30}, []byte{0x89})
+	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{0x80, 0x13, 0x11, 0x02})
 	f.Fuzz(func(t *testing.T, d, o, r []byte) {
 		desired, observed, reserved := genState(d), genState(o), genReserved(r)
 		owner := fuzzOwner(observed, reserved)

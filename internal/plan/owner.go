@@ -85,12 +85,14 @@ func (o Owner) OwnsService(k model.VSKey) bool {
 }
 
 // claimsReserved tells whether frontend k would claim a reserved address:
-// any frontend there but a NodePort's. A NodePort is served on the node's
-// own addresses by design, and the API server keeps the NodePort range
-// for NodePorts (the rule OwnsService adopts them by); every other
-// frontend's address is bound on our link and guarded as a VIP.
+// any frontend there (Reserved.Refuses) but a NodePort's. A NodePort is
+// served on the node's own addresses by design, and the API server keeps
+// the NodePort range for NodePorts (the rule OwnsService adopts them by);
+// every other frontend's address is bound on our link and guarded as a
+// VIP, but a load-balancer frontend on a host-only address, served there
+// unbound.
 func (o Owner) claimsReserved(k model.VSKey) bool {
-	if k.FWMark != 0 || !o.policy.Reserved.Has(k.Addr) {
+	if k.FWMark != 0 || !o.policy.Reserved.Refuses(k) {
 		return false
 	}
 	_, node := o.nodeAddrs[k.Addr]

@@ -35,7 +35,8 @@ import (
 // reals cannot exist without it; the members would mark and filter a
 // frontend that is not there). A VIP whose virtual server could not be deleted stays bound
 // (the binding is what makes the server ours, so the next sync can still
-// remove it). A VIP whose source-range filter or VIPs member could not be
+// remove it). A VIP that could not be unbound keeps its set members (its
+// VIPs guard above all). A VIP whose source-range filter or VIPs member could not be
 // put in place (a set full, say) is not bound either: it would go live
 // unfiltered, or answer on every port a host socket listens on.
 //
@@ -375,6 +376,11 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 	}
 	if op.Kind == plan.DeleteService {
 		a.kept[op.VS.Key.Addr] = true
+	}
+	if op.Kind == plan.UnbindAddr {
+		// Still bound: its members stay, the VIPs one above all, or the
+		// address would answer on every port a host socket listens on.
+		a.kept[op.Addr] = true
 	}
 	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
 		a.holdAddr[op.Entry.Addr()] = true

@@ -59,10 +59,17 @@ type desiredSet struct {
 	lost    map[model.ServiceName][]model.VSKey
 	waiting map[model.VSKey]map[model.ServiceName]struct{}
 	// clusterIPs are the Services whose last good translation has a
-	// ClusterIP frontend on each address; claimed the Services whose last
-	// good translation has an external or load-balancer frontend on each.
-	clusterIPs byAddr
-	claimed    byAddr
+	// ClusterIP frontend on each address (clusterIPsMoved: an address
+	// gained its first or lost its last since the reconciler last looked);
+	// claimed the Services whose last good translation has an external or
+	// load-balancer frontend on each, lbIngress a load-balancer one.
+	clusterIPs      byAddr
+	clusterIPsMoved bool
+	claimed         byAddr
+	lbIngress       byAddr
+	// woken are the Services that took over a frontend since the
+	// reconciler last looked (takeWoken).
+	woken map[model.ServiceName]struct{}
 }
 
 // claimRank orders the Services claiming one frontend: by kind, then the
@@ -130,11 +137,14 @@ func (c conflict) reason() string {
 // byAddr lists, per address, the Services with some frontend there.
 type byAddr map[netip.Addr]map[model.ServiceName]struct{}
 
-func (b byAddr) add(a netip.Addr, name model.ServiceName) {
-	if b[a] == nil {
+// add notes name at a and tells whether a had none before.
+func (b byAddr) add(a netip.Addr, name model.ServiceName) bool {
+	first := b[a] == nil
+	if first {
 		b[a] = map[model.ServiceName]struct{}{}
 	}
 	b[a][name] = struct{}{}
+	return first
 }
 
 // drop removes name from a and tells whether a is left with none.
@@ -181,6 +191,8 @@ func newDesiredSet() desiredSet {
 
 		clusterIPs: byAddr{},
 		claimed:    byAddr{},
+		lbIngress:  byAddr{},
+		woken:      map[model.ServiceName]struct{}{},
 	}
 }
 
@@ -246,9 +258,12 @@ func (d *desiredSet) index(name model.ServiceName) {
 	for i, svc := range res.Services {
 		switch k := res.Meta[i].Kind; {
 		case k == translate.KindClusterIP:
-			d.clusterIPs.add(svc.Key.Addr, name)
+			d.clusterIPsMoved = d.clusterIPs.add(svc.Key.Addr, name) || d.clusterIPsMoved
 		case claimsAddr(k):
 			d.claimed.add(svc.Key.Addr, name)
+			if k == translate.KindLoadBalancer {
+				d.lbIngress.add(svc.Key.Addr, name)
+			}
 		}
 	}
 }
@@ -268,9 +283,13 @@ func (d *desiredSet) forget(name model.ServiceName) []netip.Addr {
 		case k == translate.KindClusterIP:
 			if d.clusterIPs.drop(svc.Key.Addr, name) {
 				gone = append(gone, svc.Key.Addr)
+				d.clusterIPsMoved = true
 			}
 		case claimsAddr(k):
 			d.claimed.drop(svc.Key.Addr, name)
+			if k == translate.KindLoadBalancer {
+				d.lbIngress.drop(svc.Key.Addr, name)
+			}
 		}
 	}
 	return gone
@@ -433,11 +452,35 @@ func (d *desiredSet) wake(freed []model.VSKey, scope plan.Scope) {
 		})
 		freed = nil
 		for _, w := range woken {
+			d.woken[w] = struct{}{}
 			d.remove(w, scope)
 			_, more := d.claim(w, scope)
 			freed = append(freed, more...)
 		}
 	}
+}
+
+// lbFrontendsOn lists the load-balancer frontends of the last good
+// translations on a.
+func (d *desiredSet) lbFrontendsOn(a netip.Addr) []model.VSKey {
+	var out []model.VSKey
+	for name := range d.lbIngress[a] {
+		res := d.whole[name]
+		for i, svc := range res.Services {
+			if svc.Key.Addr == a && res.Meta[i].Kind == translate.KindLoadBalancer {
+				out = append(out, svc.Key)
+			}
+		}
+	}
+	return out
+}
+
+// takeWoken returns the Services that took over a frontend since the last
+// call, and forgets them.
+func (d *desiredSet) takeWoken() map[model.ServiceName]struct{} {
+	out := d.woken
+	d.woken = map[model.ServiceName]struct{}{}
+	return out
 }
 
 // withoutFrontends is res without the virtual servers in gone, their set

@@ -40,7 +40,7 @@ type outcome struct {
 	errs                       []error // every failure, in order
 	// services are the Services whose operations failed, with their first
 	// error; strays the failed operations no held Service claims (hairpin
-	// and VIPs members, binds, removals of what is no longer wanted), by
+	// and VIPs members, binds, every removal), by
 	// what they change.
 	services map[model.ServiceName]error
 	strays   map[strayKey]error
@@ -135,17 +135,23 @@ func joinCapped(errs []error) error {
 }
 
 // serviceOf names the Service an operation is for: the held Service whose
-// frontend it changes. Removals of what no Service holds any more, hairpin
-// members and addresses belong to none.
+// frontend it creates or changes. Removals, hairpin members and addresses
+// belong to none: a removal is of something no Service wants there any
+// more (a frontend on an address that became reserved, say), so a failing
+// Service's backoff never holds it (held, it would keep that address
+// bound and guarded until the retry), and its own failure is retried as
+// an operation of no Service, on its own key.
 func (r *Reconciler) serviceOf(op plan.Op) (model.ServiceName, bool) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr, plan.DeleteSetEntry:
+		return model.ServiceName{}, false
+	case plan.AddSetEntry:
 		var ok bool
 		if k, ok = plan.FrontendOf(op.Entry); !ok {
 			return model.ServiceName{}, false
 		}
-	case plan.BindAddr, plan.UnbindAddr:
+	case plan.BindAddr:
 		return model.ServiceName{}, false
 	}
 	name, ok := r.desired.owner[k]

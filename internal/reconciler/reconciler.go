@@ -45,7 +45,8 @@ type Options struct {
 	Exclude       []netip.Prefix
 	// ReservedAddrs and ReservedCIDRs are addresses no Service may claim
 	// beyond the node's own and every Node's, which the store knows: the
-	// API server's, the cluster's pod CIDRs (plan.Reserved).
+	// API server's, the cluster CIDRs (plan.Reserved). A Service's
+	// ClusterIP inside them is not reserved (reservedAddrs).
 	ReservedAddrs []netip.Addr
 	ReservedCIDRs []netip.Prefix
 	Timeouts      dataplane.Timeouts
@@ -111,8 +112,12 @@ type Reconciler struct {
 	refamily bool
 	// reserved are the addresses the last plan refused to claim;
 	// pubReserved the same, for Drift.
-	reserved    plan.Reserved
-	pubReserved atomic.Pointer[plan.Reserved]
+	reserved plan.Reserved
+	// reservedBase are the reserved addresses of the last sync before
+	// exemptions, exempt the ClusterIPs among them (reservedAddrs).
+	reservedBase plan.Reserved
+	exempt       []netip.Addr
+	pubReserved  atomic.Pointer[plan.Reserved]
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.

@@ -10,22 +10,38 @@ import (
 )
 
 // reservedAddrs are the addresses no Service may claim now (see
-// plan.Reserved): this host's, this Node's and every Node's addresses and
-// pod CIDRs as the store knows them, and the configured ones (the API
-// server's, the cluster's pod CIDRs). A configured address that is a
-// Service's ClusterIP is left out: a kubeconfig naming the kubernetes
-// Service's ClusterIP reaches the API server through this agent, which
-// must serve it. Called by the sync only: it reads the desired set.
+// plan.Reserved): for every frontend, this Node's and every Node's
+// addresses and pod CIDRs as the store knows them and the configured ones
+// (the API server's, the cluster CIDRs); for all but the load-balancer
+// frontends, served there unbound, this host's other interface addresses.
+// An address that is some Service's ClusterIP is never reserved: the
+// allocator handed it out (a cluster CIDR may overlap the Service CIDR),
+// and a kubeconfig naming the kubernetes Service's ClusterIP reaches the
+// API server through this agent, which must serve it. The exemptions are
+// looked for again only when the ClusterIPs' addresses or the reserved
+// ones changed: a walk of every ClusterIP. Called by the sync only: it
+// reads the desired set.
 func (r *Reconciler) reservedAddrs() plan.Reserved {
 	own := snapshot.AddrsOf(r.opt.Store.Node())
 	all := r.opt.Store.AllNodeAddrs()
-	configured := slices.DeleteFunc(slices.Clone(r.opt.ReservedAddrs), func(a netip.Addr) bool {
-		_, clusterIP := r.desired.clusterIPs[a]
-		return clusterIP
-	})
-	res := plan.NewReserved(
-		slices.Concat(configured, r.translateConfig().HostAddrs, own.Addrs, all.Addrs),
-		slices.Concat(r.opt.ReservedCIDRs, own.PodCIDRs, all.PodCIDRs))
+	host := r.translateConfig().HostAddrs
+	base := plan.NewReserved(
+		slices.Concat(r.opt.ReservedAddrs, own.Addrs, all.Addrs),
+		slices.Concat(r.opt.ReservedCIDRs, own.PodCIDRs, all.PodCIDRs)).WithHostOnly(host)
+	if r.desired.clusterIPsMoved || !base.Equal(r.reservedBase) {
+		r.exempt = r.exempt[:0]
+		for a := range r.desired.clusterIPs {
+			if base.Has(a) {
+				r.exempt = append(r.exempt, a)
+			}
+		}
+		r.desired.clusterIPsMoved, r.reservedBase = false, base
+	}
+	var unbound []model.VSKey
+	for _, a := range host {
+		unbound = append(unbound, r.desired.lbFrontendsOn(a)...)
+	}
+	res := base.WithExempt(r.exempt).WithUnbound(unbound)
 	r.pubReserved.Store(&res)
 	return res
 }
@@ -52,7 +68,7 @@ func (r *Reconciler) widenToReserved(scope plan.Scope, reserved plan.Reserved) {
 	moved := func(a netip.Addr) bool { return reserved.Has(a) != r.reserved.Has(a) }
 	for _, s := range []model.State{r.desired.state, r.observed} {
 		for k := range s.Services {
-			if k.FWMark == 0 && moved(k.Addr) {
+			if k.FWMark == 0 && (moved(k.Addr) || reserved.Refuses(k) != r.reserved.Refuses(k)) {
 				scope.Keys[k] = struct{}{}
 				scope.Addrs[k.Addr] = struct{}{}
 			}

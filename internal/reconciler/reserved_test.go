@@ -86,3 +86,71 @@ func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 		t.Errorf("%d ReservedAddress warnings, %d refused, want 1 and 4: %q", reserved(), r.rec.View().refused, r.warn.warnings)
 	}
 }
+
+// TestClusterIPsAreNeverReserved: a cluster CIDR that overlaps the
+// Service CIDR reserves no ClusterIP (the allocator's): every ClusterIP
+// is served, while an external IP inside it stays refused.
+func TestClusterIPsAreNeverReserved(t *testing.T) {
+	r := newRigWith(t, func(o *Options) {
+		o.ReservedCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}
+	})
+	r.store.SetNode(node("192.168.1.10"))
+	web := service("web", "10.96.0.10", corev1.ProtocolTCP, 80)
+	web.Spec.ExternalIPs = []string{"10.96.5.5"}
+	r.store.SetService(web)
+	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
+	r.sync(false)
+	dump := r.fake.Dump()
+	for _, want := range []string{"-A -t 10.96.0.10:80", "addr 10.96.0.10", "set KUBE-IPVS-VIPS 10.96.0.10"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("a ClusterIP inside a reserved CIDR: %q missing:\n%s", want, dump)
+		}
+	}
+	if strings.Contains(dump, "10.96.5.5") {
+		t.Errorf("an external IP inside a reserved CIDR is claimed:\n%s", dump)
+	}
+}
+
+// TestLoadBalancerIPOnThisHost: a load-balancer IP that kube-vip or
+// keepalived put on this host's own interface is served there, as
+// kube-proxy serves it, but neither bound on the agent's link nor guarded
+// as a VIP (it is not the agent's); an external IP there is refused, and
+// so is a load-balancer IP that is a Node's address.
+func TestLoadBalancerIPOnThisHost(t *testing.T) {
+	r := newRig(t)
+	r.store.SetNode(node("192.168.1.10"))
+	r.store.SetHostAddrs([]netip.Addr{netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("192.168.1.77")})
+	lb := func(name, clusterIP, ingress string, port int32) *corev1.Service {
+		s := service(name, clusterIP, corev1.ProtocolTCP, port)
+		s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		s.Spec.Ports[0].NodePort = 30000 + port
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ingress}}
+		return s
+	}
+	ext := service("ext", "10.96.0.12", corev1.ProtocolTCP, 81)
+	ext.Spec.ExternalIPs = []string{"192.168.1.77"}
+	for _, s := range []*corev1.Service{lb("vip", "10.96.0.10", "192.168.1.77", 80), lb("node", "10.96.0.11", "192.168.1.10", 82), ext} {
+		r.store.SetService(s)
+		r.store.SetSlice(slice(s.Name, corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
+	}
+	r.sync(false)
+	dump := r.fake.Dump()
+	for _, want := range []string{"-A -t 192.168.1.77:80", "-a -t 192.168.1.77:80 -r 10.244.1.2:8080", "set KUBE-IPVS-FRONTENDS 192.168.1.77,tcp:80"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("a load-balancer IP on this host: %q missing:\n%s", want, dump)
+		}
+	}
+	for _, unwanted := range []string{"addr 192.168.1.77", "KUBE-IPVS-VIPS 192.168.1.77", "192.168.1.77:81", "192.168.1.10:82", "KUBE-IPVS-VIPS 192.168.1.10"} {
+		if strings.Contains(dump, unwanted) {
+			t.Errorf("%q in the kernel:\n%s", unwanted, dump)
+		}
+	}
+	if got := r.rec.View().refused; got != 2 {
+		t.Errorf("%d refused, want the external IP on this host and the load-balancer IP on the Node's address", got)
+	}
+	for _, full := range []bool{false, true} {
+		if st := r.sync(full); st.Ops != 0 {
+			t.Errorf("full %v: %d operations after the first sync, want none", full, st.Ops)
+		}
+	}
+}

@@ -292,6 +292,13 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			r.sayOnce(c.loser, c.reason(), c)
 		}
 	}
+	// A Service that took over a frontend let go of in this sync is tried
+	// now, backoff or not: held, the frontend would serve nothing until
+	// its retry.
+	for name := range r.desired.takeWoken() {
+		delete(r.holding, name)
+		tried[name] = struct{}{}
+	}
 	return scope, tried, due
 }
 

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ var fuzzSeeds = []fuzzSpec{
 // Beside an older rival Service whose external IPs are fuzzed too (they
 // may be the Service's ClusterIPs), on a node whose fellow Nodes'
 // addresses are fuzzed, the reconciler binds and guards no host, Node,
-// API-server or pod-CIDR address, and a ClusterIP is served by its own
+// API-server or pod-CIDR address that is no Service's ClusterIP, and a ClusterIP is served by its own
 // Service only.
 func FuzzValidateTranslate(f *testing.F) {
 	for i, s := range fuzzSeeds {
@@ -355,7 +356,14 @@ func (f fuzzSpec) checkClaims(t *testing.T, rivalIPs, nodeAddrs string) {
 	if _, err := rec.Sync(ctx, true); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	reserved := plan.NewReserved(append(append(others, cfg.HostAddrs...), fuzzAPIServer), []netip.Prefix{fuzzPodCIDR})
+	// A ClusterIP is the allocator's: never reserved, whatever else has it.
+	var exempt []netip.Addr
+	for _, s := range append(slices.Clone(svc.Spec.ClusterIPs), rival.Spec.ClusterIPs...) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			exempt = append(exempt, a)
+		}
+	}
+	reserved := plan.NewReserved(append(append(others, cfg.HostAddrs...), fuzzAPIServer), []netip.Prefix{fuzzPodCIDR}).WithExempt(exempt)
 	got := kernel.State()
 	for a := range got.Addrs {
 		if reserved.Has(a) {
