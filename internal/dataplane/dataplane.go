@@ -37,6 +37,11 @@ var (
 	// and refuses another (the kernel's IPSET_ERR_HASH_FULL). A member that
 	// is there already is ErrExist, full or not.
 	ErrFull = errors.New("hash is full, cannot add more elements (IPSET_ERR_HASH_FULL)")
+	// ErrSetEmptied: EnsureShim replaced a set of another type or family
+	// under one of the shim's names with an empty one of the shim's (the
+	// kernel can neither swap nor convert it). The set's members are gone:
+	// a caller's cache of them is stale until it reads them again.
+	ErrSetEmptied = errors.New("set made anew, empty: its members are gone")
 )
 
 // RestoreError is a failed iptables-restore of the netfilter shim's rules

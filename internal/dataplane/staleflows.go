@@ -18,7 +18,11 @@ type StaleFlows struct {
 	// (address and port) was NATed to it.
 	Reals map[netip.AddrPort]struct{}
 	// Dests are frontends that just got their first endpoint: an entry
-	// whose original destination is one was made while it had none.
+	// sent to one that nothing NATed (its replies come from the frontend
+	// itself) was made while it had none. Entries NATed to a real server
+	// are left alone: the cleanup runs after the apply, so they may already
+	// reach the new endpoint (kube-proxy keeps entries DNATed to a serving
+	// endpoint too).
 	Dests map[netip.AddrPort]struct{}
 }
 
@@ -77,8 +81,11 @@ func (s StaleFlows) Matches(proto model.Protocol, dst, reply netip.AddrPort) boo
 	if _, ok := s.Reals[unmap(reply)]; ok {
 		return true
 	}
-	_, ok := s.Dests[unmap(dst)]
-	return ok
+	dst = unmap(dst)
+	if _, ok := s.Dests[dst]; !ok {
+		return false
+	}
+	return unmap(reply) == dst
 }
 
 // unmap makes an IPv4-mapped IPv6 address the IPv4 address it is, as the

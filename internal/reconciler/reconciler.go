@@ -8,6 +8,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -186,7 +187,10 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	// In NodeCIDR mode the Node is not known yet: the first sync writes
 	// the rules once it is, rather than rules without the pod CIDRs now.
 	if cfg, err := r.shimConfig(); err == nil {
-		if err := r.ensureShim(ctx, cfg); err != nil {
+		// A set made anew empty empties nothing read yet: the first sync
+		// reads the kernel whole and ensures the shim again, which reports
+		// whatever else failed with it.
+		if err := r.ensureShim(ctx, cfg); err != nil && !errors.Is(err, dataplane.ErrSetEmptied) {
 			return err
 		}
 	}

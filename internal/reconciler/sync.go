@@ -134,6 +134,11 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 	}
 	err := r.opt.Dataplane.EnsureShim(ctx, cfg)
 	r.metrics.shim(err)
+	if errors.Is(err, dataplane.ErrSetEmptied) {
+		// The cached members of the set are gone from the kernel: the
+		// next sync reads them again rather than trust the cache.
+		r.needFull = true
+	}
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,31 @@ func TestOlderVIPsSetReplacedAtStart(t *testing.T) {
 	}
 }
 
+// TestOtherTypeVIPsSetAtStart: a VIPs set of another type at start is made
+// anew, empty, which does not stop the start, and every VIP goes in with
+// its member.
+func TestOtherTypeVIPsSetAtStart(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if err := r.fake.DeleteShim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, def := range shim.Sets(true, true) {
+		if def.Kind == shim.VIPs && !def.IPv6 {
+			def.Type = shim.HashIPPort
+		}
+		if err := r.fake.MakeSet(ctx, def, shim.MaxSetMembers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.restart()
+	threeClusterIPs(r)
+	r.sync(false)
+	if got := vipLines(r.fake.Dump()); got != threeVIPs {
+		t.Fatalf("VIPs:\n%s\nwant:\n%s", got, threeVIPs)
+	}
+}
+
 // TestFullVIPsSetHoldsTheBind: while the VIPs set cannot take a VIP's
 // member (full, and not replaced: the shim could not be ensured), the VIP
 // is not bound, for bound without its member it would answer on every

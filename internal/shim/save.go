@@ -120,6 +120,37 @@ func Removal(s Saved, chains map[string][]string) string {
 	return b.String()
 }
 
+// Retarget renders iptables-restore --noflush input that makes the rules
+// of chains (per table) that match the set from match the set to instead:
+// each such chain is declared (which flushes it) and written again whole,
+// all of a table in one transaction, so no moment has the chain without
+// its rules. "" when no rule of chains matches from.
+func Retarget(s Saved, chains map[string][]string, from, to string) string {
+	old, repl := "--match-set "+from+" ", "--match-set "+to+" "
+	var b strings.Builder
+	for _, table := range sortedKeys(chains) {
+		t, ok := s[table]
+		if !ok {
+			continue
+		}
+		var body strings.Builder
+		for _, c := range chains[table] {
+			rules := t.Rules[c]
+			if !slices.ContainsFunc(rules, func(r string) bool { return strings.Contains(r, old) }) {
+				continue
+			}
+			body.WriteString(":" + c + " - [0:0]\n")
+			for _, r := range rules {
+				body.WriteString("-A " + c + " " + strings.ReplaceAll(r, old, repl) + "\n")
+			}
+		}
+		if body.Len() > 0 {
+			b.WriteString("*" + table + "\n" + body.String() + "COMMIT\n")
+		}
+	}
+	return b.String()
+}
+
 // jumpTarget is the chain a rule jumps (-j, --jump) or goes (-g, --goto)
 // to, "" if none. The rule is split into arguments as iptables-restore
 // splits it, so that "-j KUBE-IPVS-..." inside a quoted argument (a

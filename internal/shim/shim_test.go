@@ -369,3 +369,38 @@ func TestSetNamesMadeOnce(t *testing.T) {
 		t.Fatalf("naming a set allocates %v times", n)
 	}
 }
+
+// TestRetarget: only the shim's chains with a rule matching the set are
+// written again, whole, every rule matching the set (and no set whose name
+// merely begins like it) pointed at the other; nothing else is touched.
+func TestRetarget(t *testing.T) {
+	save := `*filter
+:INPUT ACCEPT [0:0]
+:KUBE-IPVS-FILTER - [0:0]
+:KUBE-IPVS-FIREWALL - [0:0]
+:KUBE-IPVS-SOURCE-RANGES - [0:0]
+-A INPUT -j KUBE-IPVS-FIREWALL
+-A KUBE-IPVS-FILTER -m set --match-set KUBE-IPVS-VIPS dst -j RETURN
+-A KUBE-IPVS-FIREWALL -m set --match-set KUBE-IPVS-FRONTENDS dst,dst -j RETURN
+-A KUBE-IPVS-FIREWALL -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-VIPS dst -j REJECT --reject-with icmp-port-unreachable
+-A KUBE-IPVS-SOURCE-RANGES -m set --match-set KUBE-IPVS-VIPS-REPLACEMENT dst -j RETURN
+COMMIT
+*nat
+:POSTROUTING ACCEPT [0:0]
+:KUBE-IPVS-POSTROUTING - [0:0]
+-A KUBE-IPVS-POSTROUTING -j MASQUERADE
+COMMIT
+`
+	want := `*filter
+:KUBE-IPVS-FIREWALL - [0:0]
+-A KUBE-IPVS-FIREWALL -m set --match-set KUBE-IPVS-FRONTENDS dst,dst -j RETURN
+-A KUBE-IPVS-FIREWALL -m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-VIPS-TMP dst -j REJECT --reject-with icmp-port-unreachable
+COMMIT
+`
+	if got := Retarget(ParseSave(save), OurChains(), "KUBE-IPVS-VIPS", "KUBE-IPVS-VIPS-TMP"); got != want {
+		t.Errorf("retarget:\n%s\nwant:\n%s", got, want)
+	}
+	if got := Retarget(ParseSave(save), OurChains(), "KUBE-IPVS-NONE", "X"); got != "" {
+		t.Errorf("no rule matches the set, yet:\n%s", got)
+	}
+}

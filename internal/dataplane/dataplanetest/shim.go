@@ -37,6 +37,7 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"FullSetRefuses", testFullSetRefuses},
 	{"SmallSetReplaced", testSmallSetReplaced},
 	{"OtherTypeOrFamilyReplaced", testOtherTypeOrFamilyReplaced},
+	{"ShimInPlaceChecksSets", testShimInPlaceChecksSets},
 }
 
 // SetMaker is what the contract needs of a dataplane beside its
@@ -46,6 +47,9 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 // set through netlink.
 type SetMaker interface {
 	MakeSet(ctx context.Context, def shim.SetDef, maxElem int) error
+	// WriteRules writes cfg's rules as an older version left them, over
+	// the sets there are, making or replacing none.
+	WriteRules(ctx context.Context, cfg shim.Config) error
 }
 
 // makeSet makes a set with SetMaker; a dataplane without it fails the
@@ -57,6 +61,16 @@ func makeSet(t *testing.T, ctx context.Context, p any, def shim.SetDef, maxElem 
 		t.Fatalf("%T cannot make a set as an older agent left it (dataplanetest.SetMaker)", p)
 	}
 	must(t, "make "+def.Name, m.MakeSet(ctx, def, maxElem))
+}
+
+// writeRules writes rules with SetMaker.
+func writeRules(t *testing.T, ctx context.Context, p any, cfg shim.Config) {
+	t.Helper()
+	m, ok := p.(SetMaker)
+	if !ok {
+		t.Fatalf("%T cannot write rules as an older agent left them (dataplanetest.SetMaker)", p)
+	}
+	must(t, "write rules", m.WriteRules(ctx, cfg))
 }
 
 // setDef is the shim's definition of a kind's set in a family.
@@ -130,7 +144,9 @@ func testSmallSetReplaced(t *testing.T, nf dataplane.Netfilter) {
 
 // testOtherTypeOrFamilyReplaced: a set under one of the shim's names with
 // another type, or another family, is replaced by EnsureShim with the
-// shim's, which takes the shim's members.
+// shim's, empty, which EnsureShim tells with ErrSetEmptied (the rules are
+// written all the same), and which takes the shim's members. The next
+// EnsureShim has nothing to replace.
 func testOtherTypeOrFamilyReplaced(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	otherType := setDef(shim.VIPs, false)
@@ -139,7 +155,11 @@ func testOtherTypeOrFamilyReplaced(t *testing.T, nf dataplane.Netfilter) {
 	otherFamily.IPv6 = true
 	makeSet(t, ctx, nf, otherType, shim.MaxSetMembers)
 	makeSet(t, ctx, nf, otherFamily, shim.MaxSetMembers)
-	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	mustFailWith(t, "ensure shim over sets of another type and family", nf.EnsureShim(ctx, dualStack), dataplane.ErrSetEmptied)
+	if ok, err := nf.ShimInPlace(ctx, dualStack); err != nil || !ok {
+		t.Fatalf("after the replacement: in place %v, %v; want true", ok, err)
+	}
+	must(t, "ensure again", nf.EnsureShim(ctx, dualStack))
 	members := []model.SetEntry{shim.VIPEntry(vip4), shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)}
 	for _, e := range members {
 		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
@@ -308,6 +328,48 @@ func testShimInPlace(t *testing.T, nf dataplane.Netfilter) {
 	inPlace("after delete", other, false)
 	if _, err := nf.ShimInPlace(ctx, shim.Config{Families: dualStack.Families, PodInterface: "a-very-long-name+"}); err == nil {
 		t.Fatal("a configuration iptables would refuse was checked without error")
+	}
+}
+
+// testShimInPlaceChecksSets: with the rules as a configuration has them
+// (written by an older version over the sets it left), ShimInPlace is
+// false while one of the sets is not as EnsureShim makes it (smaller
+// maxelem, another type), as EnsureShim would change it,
+// and true once EnsureShim replaced it.
+func testShimInPlaceChecksSets(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	cfg := shim.Config{Families: model.Families{IPv4: true}}
+	small := setDef(shim.VIPs, false)
+	otherType := setDef(shim.VIPs, false)
+	otherType.Type = shim.HashIPPort
+	// No case of another family: iptables writes no rule matching a set
+	// of the other family.
+	for _, c := range []struct {
+		name    string
+		def     shim.SetDef
+		maxElem int
+	}{
+		{"smaller maxelem", small, 4},
+		{"another type", otherType, shim.MaxSetMembers},
+	} {
+		for _, def := range shim.Sets(true, false) {
+			if def.Name == c.def.Name {
+				makeSet(t, ctx, nf, c.def, c.maxElem)
+			} else {
+				makeSet(t, ctx, nf, def, shim.MaxSetMembers)
+			}
+		}
+		writeRules(t, ctx, nf, cfg)
+		if ok, err := nf.ShimInPlace(ctx, cfg); err != nil || ok {
+			t.Fatalf("%s: rules over the old set: in place %v, %v; want false", c.name, ok, err)
+		}
+		if err := nf.EnsureShim(ctx, cfg); err != nil && !errors.Is(err, dataplane.ErrSetEmptied) {
+			t.Fatalf("%s: ensure shim: %v", c.name, err)
+		}
+		if ok, err := nf.ShimInPlace(ctx, cfg); err != nil || !ok {
+			t.Fatalf("%s: after ensure: in place %v, %v; want true", c.name, ok, err)
+		}
+		must(t, c.name+": delete shim", nf.DeleteShim(ctx))
 	}
 }
 

@@ -208,6 +208,20 @@ func (f *Fake) MakeSet(_ context.Context, def shim.SetDef, maxElem int) error {
 	return nil
 }
 
+// WriteRules "writes" cfg's rules as an older version left them, over the
+// sets there are, making or replacing none.
+func (f *Fake) WriteRules(_ context.Context, cfg shim.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := cfg
+	c.PodCIDRs = slices.Clone(cfg.PodCIDRs)
+	f.shimCfg = &c
+	return nil
+}
+
 // SetKubeProxyLeftovers plants (true) kube-proxy's chains and sets.
 func (f *Fake) SetKubeProxyLeftovers(on bool) {
 	f.mu.Lock()

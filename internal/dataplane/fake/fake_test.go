@@ -185,6 +185,8 @@ func TestClearConntrack(t *testing.T) {
 		{Proto: model.TCP, Dst: vip, Reply: rsA},
 		{Proto: model.UDP, Dst: vip6, Reply: vip6},
 		{Proto: model.UDP, Dst: ap("10.96.0.11:53"), Reply: ap("10.96.0.11:53")},
+		// NATed to the first endpoint after the apply: it stays.
+		{Proto: model.UDP, Dst: ap("10.96.0.11:53"), Reply: ap("10.244.0.7:53")},
 	}
 	for _, c := range []struct {
 		name         string
@@ -195,13 +197,15 @@ func TestClearConntrack(t *testing.T) {
 	}{
 		{name: "nothing", left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\n" +
 			"udp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\nudp dst 10.96.0.10:53 reply 10.244.0.6:6443 x2\n" +
-			"udp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\nudp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
+			"udp dst 10.96.0.11:53 reply 10.244.0.7:53 x2\nudp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\n" +
+			"udp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
 		{name: "a real server", reals: []netip.AddrPort{rsA}, deleted: 2, dumps: [2]int{1, 0},
 			left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\nudp dst 10.96.0.10:53 reply 10.244.0.6:6443 x2\n" +
-				"udp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\nudp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
+				"udp dst 10.96.0.11:53 reply 10.244.0.7:53 x2\nudp dst 10.96.0.11:53 reply 10.96.0.11:53 x2\n" +
+				"udp dst [fd00:96::10]:53 reply [fd00:96::10]:53 x2\n"},
 		{name: "reals and frontends of both families", reals: []netip.AddrPort{rsA, rsB, ap("[::ffff:10.244.0.9]:53")},
 			dests: []netip.AddrPort{vip6, ap("[::ffff:10.96.0.11]:53")}, deleted: 8, dumps: [2]int{1, 1},
-			left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\n"},
+			left: "tcp dst 10.96.0.10:53 reply 10.244.0.5:6443 x2\nudp dst 10.96.0.11:53 reply 10.244.0.7:53 x2\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fake.New()

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,8 +35,9 @@ func shimSetDef(name string) shim.SetDef {
 // EnsureShim creates the missing sets of cfg's families (members of sets
 // that exist are kept, as the kernel keeps them), replaces a set whose
 // type, family or maxelem is not the shim's as the linux dataplane does
-// (members kept when the type and family are the same), and "writes the
-// rules" only when cfg differs from what they were written for.
+// (members kept when the type and family are the same, else ErrSetEmptied),
+// and "writes the rules" only when cfg differs from what they were written
+// for, whatever became of the sets.
 func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -45,9 +47,10 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	var errs []error
 	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
 		if err := f.ensureSet(def); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	if f.shimCfg == nil || !f.shimCfg.Equal(cfg) {
@@ -56,7 +59,7 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 		f.shimCfg = &c
 		f.ruleWrites++
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ensureSet makes def's set as the shim wants it. The caller holds f.mu.
@@ -75,9 +78,11 @@ func (f *Fake) ensureSet(def shim.SetDef) error {
 			return fmt.Errorf("replace ipset %s: %d members do not fit in %d: %w", def.Name, len(old.members), set.maxElem, dataplane.ErrFull)
 		}
 		set.members = old.members
+		f.sets[def.Name] = set
+		return nil
 	}
 	f.sets[def.Name] = set
-	return nil
+	return fmt.Errorf("replace ipset %s: %w", def.Name, dataplane.ErrSetEmptied)
 }
 
 // ShimInPlace tells whether the rules were written for cfg (and not

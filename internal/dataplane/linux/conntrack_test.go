@@ -140,6 +140,13 @@ func TestClearConntrackReadsEachFamilyOnce(t *testing.T) {
 			client = ap(fmt.Sprintf("[fd00::5:%d]:41000", i))
 		}
 		entries = append(entries, entry{nat(syscall.IPPROTO_UDP, client, fe.vip, fe.vip), fe.deleted})
+		// NATed to the first endpoint after the apply: it stays.
+		real := ap(fmt.Sprintf("10.244.5.%d:514", i))
+		if fe.vip.Addr().Is6() {
+			real = ap(fmt.Sprintf("[fd00:244::5:%d]:514", i))
+		}
+		client = netip.AddrPortFrom(client.Addr(), 42000)
+		entries = append(entries, entry{nat(syscall.IPPROTO_UDP, client, fe.vip, real), false})
 	}
 	// An IPv6 removed real server.
 	stale.AddReal(ap("[fd00:244::7]:53"))

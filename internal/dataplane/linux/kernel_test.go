@@ -137,6 +137,9 @@ func TestClearConntrack(t *testing.T) {
 		{natFlow(syscall.IPPROTO_TCP, ap("10.0.9.50:41000"), empty, empty), false}, // another protocol
 		{natFlow(syscall.IPPROTO_UDP, ap("10.0.9.52:41002"), idle, idle), false},   // another frontend
 		{natFlow(syscall.IPPROTO_UDP, ap("[fd00::51]:41000"), empty6, empty6), true},
+		// NATed to the first endpoint after the apply: it stays.
+		{natFlow(syscall.IPPROTO_UDP, ap("10.0.9.53:41003"), empty, ap("10.244.9.1:53")), false},
+		{natFlow(syscall.IPPROTO_UDP, ap("[fd00::53]:41003"), empty6, ap("[fd00:244::9]:53")), false},
 	}
 	for _, f := range flows {
 		if err := ct.Create(f.flow); err != nil {

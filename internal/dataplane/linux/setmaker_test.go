@@ -4,6 +4,9 @@ package linux_test
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
+	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -35,4 +38,41 @@ func makeIPSet(def shim.SetDef, maxElem int) error {
 		family = syscall.AF_INET6
 	}
 	return netlink.IpsetCreate(def.Name, string(def.Type), netlink.IpsetCreateOptions{Family: family, MaxElements: uint32(maxElem)})
+}
+
+func (d dataplaneMakingSets) WriteRules(ctx context.Context, cfg shim.Config) error {
+	return writeShimRules(ctx, d.Dataplane, cfg)
+}
+
+func (n netfilterMakingSets) WriteRules(ctx context.Context, cfg shim.Config) error {
+	return writeShimRules(ctx, n.Netfilter, cfg)
+}
+
+// writeShimRules writes cfg's rules with iptables-restore of the backend
+// dp uses, over the sets there are.
+func writeShimRules(ctx context.Context, dp any, cfg shim.Config) error {
+	b := dp.(interface {
+		Backend(context.Context) shim.Backend
+	}).Backend(ctx)
+	for _, v6 := range []bool{false, true} {
+		if v6 && !cfg.IPv6 || !v6 && !cfg.IPv4 {
+			continue
+		}
+		save, restore := b.Command("iptables-save"), b.Command("iptables-restore")
+		if v6 {
+			save, restore = b.Command("ip6tables-save"), b.Command("ip6tables-restore")
+		}
+		out, err := exec.CommandContext(ctx, save).Output()
+		if err != nil {
+			return fmt.Errorf("%s: %w", save, err)
+		}
+		rules := shim.Rules(cfg, v6)
+		_, missing := rules.Plan(shim.ParseSave(string(out)))
+		cmd := exec.CommandContext(ctx, restore, "--noflush")
+		cmd.Stdin = strings.NewReader(rules.Restore(missing))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", restore, err, out)
+		}
+	}
+	return nil
 }

@@ -305,8 +305,8 @@ func (s *Shim) ensureRules(ctx context.Context, cfg shim.Config) error {
 	return nil
 }
 
-// ShimInPlace reads each family's rules, as ensure does, and tells
-// whether they are all as cfg has them. It writes nothing. A family whose
+// ShimInPlace reads the headers of cfg's sets and each family's rules, as
+// ensure does, and tells whether they are all as cfg has them. It writes nothing. A family whose
 // tool is missing is skipped, as ensure skips it.
 func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	if err := cfg.Validate(); err != nil {
@@ -314,6 +314,9 @@ func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ok, err := s.setsInPlace(ctx, cfg); !ok || err != nil {
+		return false, err
+	}
 	// The generation is read before the rules: a change between the two
 	// bumps it past the one remembered, and the next check reads again.
 	gen, genErr := s.generation(ctx)
@@ -336,6 +339,25 @@ func (s *Shim) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	}
 	if genErr == nil {
 		s.inPlace = &rulesSeen{cfg: cfg, gen: gen}
+	}
+	return true, nil
+}
+
+// setsInPlace tells whether every set of cfg's families is there with the
+// type, family and maxelem ensure gives it. A header is one netlink
+// request each, no listing: it is read on every check, as no nftables
+// generation tells of sets.
+func (s *Shim) setsInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
+	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
+		have, err := ipsetHeader(ctx, def.Name)
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("read ipset %s: %w", def.Name, err)
+		case have != headerOf(def):
+			return false, nil
+		}
 	}
 	return true, nil
 }

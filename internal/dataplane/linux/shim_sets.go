@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
@@ -25,11 +26,13 @@ import (
 // caller holds s.mu.
 func (s *Shim) ensureSets(ctx context.Context, cfg shim.Config) error {
 	// A replacement left by an agent stopped half way holds nothing that
-	// its set does not hold too.
-	if err := s.destroySets(ctx, shim.IsReplacement); err != nil {
-		return err
-	}
+	// its set does not hold too. One that the rules still match (stopped
+	// in recreate) is destroyed by a later ensure, once ensureRules has
+	// written them back to the set's own name.
 	var errs []error
+	if err := s.destroySets(ctx, shim.IsReplacement); err != nil {
+		errs = append(errs, err)
+	}
 	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
 		if err := s.ensureSet(ctx, def); err != nil {
 			errs = append(errs, err)
@@ -205,23 +208,79 @@ func (s *Shim) copyMembers(ctx context.Context, def shim.SetDef, to string) erro
 }
 
 // recreate replaces def's set by one of another type or family, which the
-// kernel will not swap with it: the set is destroyed and made again, empty
-// (its members are of another shape; the next full read of the kernel
-// finds none). A set that rules match cannot be destroyed (the kernel
-// finds it busy): the shim's own chains, which match sets by name, are
-// removed first and written again by ensure right after. Rules that match
-// a set of another type or family never match as the shim means them, so
-// nothing they did is lost in between.
+// kernel will neither swap with it nor convert: the set is made anew,
+// empty (its members are of another shape), and ErrSetEmptied says so,
+// so that the caller reads the members again. A set that rules match
+// cannot be destroyed (the kernel finds it referenced): see recreateUnder.
 func (s *Shim) recreate(ctx context.Context, def shim.SetDef) error {
 	err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(def.Name) })
-	if isBusy(err) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_REFERENCED)) {
-		if rerr := s.removeChains(ctx, shim.OurChains()); rerr != nil {
-			return fmt.Errorf("destroy ipset %s: %w; removing the rules that match it: %w", def.Name, err, rerr)
+	switch {
+	case isBusy(err) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_REFERENCED)):
+		err = s.recreateUnder(ctx, def)
+	case err == nil || errors.Is(err, syscall.ENOENT):
+		err = s.createSet(ctx, def.Name, def)
+	default:
+		err = fmt.Errorf("destroy ipset %s: %w", def.Name, err)
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("ipset %s: %w", def.Name, dataplane.ErrSetEmptied)
+}
+
+// recreateUnder is recreate of a set the shim's rules match, with no
+// moment at which a rule of the shim is missing: the rules that match it
+// are pointed, one iptables-restore transaction per table, at a
+// replacement of the shim's type made under another name, the old set is
+// destroyed and made anew, and the rules are pointed back at it (the
+// kernel renames no set that a rule matches). Rules of another type or
+// family's set never matched as the shim means them: matching the empty
+// replacement meanwhile loses nothing they did. A set a foreign rule
+// matches cannot be destroyed: the rules go back to it and recreate fails.
+func (s *Shim) recreateUnder(ctx context.Context, def shim.SetDef) error {
+	tmp := shim.ReplacementName(def.Name)
+	if err := s.createSet(ctx, tmp, def); err != nil {
+		return err
+	}
+	undo := func(err error) error {
+		if rerr := s.retarget(ctx, tmp, def.Name); rerr != nil {
+			return errors.Join(err, rerr)
 		}
-		err = s.destroySet(ctx, def.Name)
+		return errors.Join(err, s.destroySet(ctx, tmp))
 	}
-	if err != nil && !errors.Is(err, syscall.ENOENT) {
-		return fmt.Errorf("destroy ipset %s: %w", def.Name, err)
+	if err := s.retarget(ctx, def.Name, tmp); err != nil {
+		return undo(err)
 	}
-	return s.createSet(ctx, def.Name, def)
+	if err := s.destroySet(ctx, def.Name); err != nil {
+		return undo(fmt.Errorf("%w (a rule other than the shim's matches it)", err))
+	}
+	// From here on a failure leaves the rules on tmp; the next ensure makes
+	// the set and writes them back (ensureRules), then destroys tmp.
+	if err := s.createSet(ctx, def.Name, def); err != nil {
+		return err
+	}
+	if err := s.retarget(ctx, tmp, def.Name); err != nil {
+		return err
+	}
+	return s.destroySet(ctx, tmp)
+}
+
+// retarget makes the rules of the shim's chains, in both families, that
+// match the set from match the set to instead (shim.Retarget).
+func (s *Shim) retarget(ctx context.Context, from, to string) error {
+	for _, v6 := range families(true, true) {
+		if !s.has(s.iptables(ctx, "iptables-restore", v6)) {
+			continue // no ip6tables here: no rule of that family exists
+		}
+		saved, err := s.save(ctx, v6)
+		if err != nil {
+			return fmt.Errorf("read iptables rules: %w", err)
+		}
+		if input := shim.Retarget(saved, shim.OurChains(), from, to); input != "" {
+			if err := s.restore(ctx, v6, input); err != nil {
+				return fmt.Errorf("point the rules matching ipset %s at %s: %w", from, to, err)
+			}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ package linux_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -424,8 +425,63 @@ func testOtherTypeUnderRules(t *testing.T, b shim.Backend) {
 	if out, err := restore.CombinedOutput(); err != nil {
 		t.Fatalf("write the rules over the other set: %v\n%s", err, out)
 	}
+	// A reader meanwhile finds every rule of the shim's chains, the VIPs
+	// guard among them, matching the old set or the replacement.
+	ourRules := func(save string) (n int, guarded bool) {
+		saved := shim.ParseSave(save)
+		for table, chains := range shim.OurChains() {
+			for _, c := range chains {
+				if t, ok := saved[table]; ok {
+					for _, r := range t.Rules[c] {
+						n++
+						guarded = guarded || strings.Contains(r, "REJECT") &&
+							(strings.Contains(r, "--match-set "+other.Name+" dst ") ||
+								strings.Contains(r, "--match-set "+shim.ReplacementName(other.Name)+" dst "))
+					}
+				}
+			}
+		}
+		return n, guarded
+	}
+	want, guarded := ourRules(run(t, b.Command("iptables-save")))
+	if !guarded {
+		t.Fatal("no VIPs guard among the rules written")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads int
+	var bad []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			out, err := exec.Command(b.Command("iptables-save")).Output()
+			reads++
+			if n, guarded := ourRules(string(out)); err != nil || n != want || !guarded {
+				bad = append(bad, fmt.Sprintf("%d rules of %d, guard %v (%v):\n%s", n, want, guarded, err, out))
+			}
+		}
+	}()
+	err := s.EnsureShim(ctx, cfg)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d rule reads during the replacement", reads)
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d reads during the replacement found rules missing, first: %s", len(bad), reads, bad[0])
+	}
+	if !errors.Is(err, dataplane.ErrSetEmptied) {
+		t.Fatalf("EnsureShim over the other set: %v, want ErrSetEmptied", err)
+	}
+	if names := run(t, "ipset", "list", "-n"); strings.Contains(names, shim.ReplacementName(other.Name)) {
+		t.Fatalf("a replacement set was left behind:\n%s", names)
+	}
 	if err := s.EnsureShim(ctx, cfg); err != nil {
-		t.Fatal(err)
+		t.Fatalf("ensure again: %v", err)
 	}
 	if got := typeOf(); got != string(shim.HashIP) {
 		t.Fatalf("%s is %s after EnsureShim, want %s", other.Name, got, shim.HashIP)
@@ -446,14 +502,23 @@ func testOtherTypeUnderRules(t *testing.T, b shim.Backend) {
 		_ = exec.Command(iptables, "-w", "-F", "FOREIGN-TEST").Run()
 		_ = exec.Command(iptables, "-w", "-X", "FOREIGN-TEST").Run()
 	})
-	err := s.EnsureShim(ctx, cfg)
+	err = s.EnsureShim(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), "replace ipset "+other.Name) {
 		t.Fatalf("EnsureShim with a foreign rule on the other set: %v, want an error naming the set", err)
 	}
 	if got := typeOf(); got != string(shim.HashIPPort) {
 		t.Fatalf("%s is %s, want it left as it was", other.Name, got)
 	}
-	inPlace("after the failed replacement")
+	// The rules are back on the set, which is still not the shim's.
+	if ok, err := s.ShimInPlace(ctx, cfg); err != nil || ok {
+		t.Fatalf("after the failed replacement: in place %v, %v; want false", ok, err)
+	}
+	if _, missing := rules.Plan(shim.ParseSave(run(t, b.Command("iptables-save")))); len(missing) > 0 {
+		t.Fatalf("after the failed replacement jumps are missing: %v", missing)
+	}
+	if names := run(t, "ipset", "list", "-n"); strings.Contains(names, shim.ReplacementName(other.Name)) {
+		t.Fatalf("a replacement set was left behind:\n%s", names)
+	}
 }
 
 func testRemoveForeign(t *testing.T, b shim.Backend) {
