@@ -199,3 +199,55 @@ func TestEditIsOneChange(t *testing.T) {
 		t.Fatal("an edit did not notify")
 	}
 }
+
+// TestNodeUpdatesWakeOnlyForWhatIsRead: a Node update wakes the sync loop
+// only when it changes what translation reads (and then marks the Node for
+// translation) or what health reads (a sync that translates nothing); a
+// kubelet's status heartbeat wakes nothing.
+func TestNodeUpdatesWakeOnlyForWhatIsRead(t *testing.T) {
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}}}}
+	deleting := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name              string
+		edit              func(n *corev1.Node)
+		wake, translation bool
+	}{
+		{"heartbeat", func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, LastHeartbeatTime: deleting}}
+			n.Status.VolumesInUse = []corev1.UniqueVolumeName{"v"}
+			n.Annotations = map[string]string{"other.example/x": "y"}
+		}, false, false},
+		{"label", func(n *corev1.Node) { n.Labels = map[string]string{"zone": "b"} }, true, true},
+		{"address", func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.2"}}
+		}, true, true},
+		{"pod CIDR", func(n *corev1.Node) { n.Spec.PodCIDRs = []string{"10.244.1.0/24"} }, true, true},
+		{"taint", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "ToBeDeletedByClusterAutoscaler", Effect: corev1.TaintEffectNoSchedule}}
+		}, true, false},
+		{"deletion", func(n *corev1.Node) { n.DeletionTimestamp = &deleting }, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore()
+			s.SetNode(base)
+			s.Take()
+			<-s.Notify()
+			n := base.DeepCopy()
+			tc.edit(n)
+			s.SetNode(n)
+			woke := false
+			select {
+			case <-s.Notify():
+				woke = true
+			default:
+			}
+			if woke != tc.wake {
+				t.Errorf("woke the sync loop: %v, want %v", woke, tc.wake)
+			}
+			if got := s.Take().Node; got != tc.translation {
+				t.Errorf("marked the Node for translation: %v, want %v", got, tc.translation)
+			}
+		})
+	}
+}
