@@ -271,31 +271,17 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 	if err := s.EnsureShim(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var reads int
-	var bad []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			out, err := exec.Command(b.Command("iptables-save"), "-t", "nat").Output()
-			if err != nil {
-				bad = append(bad, err.Error())
-				return
-			}
-			reads++
-			got := shim.ParseSave(string(out))["nat"].Rules[shim.ChainServices]
-			if !slices.ContainsFunc(versions, func(v []string) bool { return slices.Equal(v, got) }) {
-				bad = append(bad, fmt.Sprintf("%q", got))
-			}
+	stop := readAlong(func() string {
+		out, err := exec.Command(b.Command("iptables-save"), "-t", "nat").Output()
+		if err != nil {
+			return err.Error()
 		}
-	}()
+		got := shim.ParseSave(string(out))["nat"].Rules[shim.ChainServices]
+		if !slices.ContainsFunc(versions, func(v []string) bool { return slices.Equal(v, got) }) {
+			return fmt.Sprintf("%q", got)
+		}
+		return ""
+	})
 	rounds := 30
 	if os.Getenv("KUBE_IPVS_VM") == "1" {
 		rounds = 10 // emulated CPUs: enough to interleave, not to time out
@@ -305,8 +291,7 @@ func testAtomicReplacement(t *testing.T, b shim.Backend) {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	reads, bad := stop()
 	t.Logf("%d rewrites, %d concurrent listings", rounds, reads)
 	if len(bad) > 0 {
 		t.Fatalf("%d listings saw a partial chain, first: %s", len(bad), bad[0])
@@ -340,31 +325,17 @@ func testSmallSetSwapped(t *testing.T, b shim.Backend) {
 		_ = exec.Command(iptables, "-w", "-F", "VIPSET-TEST").Run()
 		_ = exec.Command(iptables, "-w", "-X", "VIPSET-TEST").Run()
 	})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var reads int
-	var bad []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			out, err := exec.Command("ipset", "list", "-t", def.Name).CombinedOutput()
-			reads++
-			if err != nil || !strings.Contains(string(out), fmt.Sprintf("Number of entries: %d\n", n)) {
-				bad = append(bad, fmt.Sprintf("%v: %s", err, out))
-			}
+	stop := readAlong(func() string {
+		out, err := exec.Command("ipset", "list", "-t", def.Name).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), fmt.Sprintf("Number of entries: %d\n", n)) {
+			return fmt.Sprintf("%v: %s", err, out)
 		}
-	}()
+		return ""
+	})
 	start := time.Now()
 	err := s.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}})
 	took := time.Since(start)
-	close(stop)
-	wg.Wait()
+	reads, bad := stop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,29 +418,15 @@ func testOtherTypeUnderRules(t *testing.T, b shim.Backend) {
 	if !guarded {
 		t.Fatal("no VIPs guard among the rules written")
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var reads int
-	var bad []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			out, err := exec.Command(b.Command("iptables-save")).Output()
-			reads++
-			if n, guarded := ourRules(string(out)); err != nil || n != want || !guarded {
-				bad = append(bad, fmt.Sprintf("%d rules of %d, guard %v (%v):\n%s", n, want, guarded, err, out))
-			}
+	stop := readAlong(func() string {
+		out, err := exec.Command(b.Command("iptables-save")).Output()
+		if n, guarded := ourRules(string(out)); err != nil || n != want || !guarded {
+			return fmt.Sprintf("%d rules of %d, guard %v (%v):\n%s", n, want, guarded, err, out)
 		}
-	}()
+		return ""
+	})
 	err := s.EnsureShim(ctx, cfg)
-	close(stop)
-	wg.Wait()
+	reads, bad := stop()
 	t.Logf("%d rule reads during the replacement", reads)
 	if len(bad) > 0 {
 		t.Fatalf("%d of %d reads during the replacement found rules missing, first: %s", len(bad), reads, bad[0])
@@ -741,5 +698,36 @@ func TestIPSetNamesOnce(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"big", "small"}; !slices.Equal(names, want) {
 		t.Fatalf("set names %q, want %q", names, want)
+	}
+}
+
+// readAlong reads over and over on another goroutine, while the test
+// changes what is read, until the returned stop is called; read says what
+// was wrong with one reading ("": nothing). stop returns how many readings
+// were made and what was wrong with them.
+func readAlong(read func() string) (stop func() (reads int, bad []string)) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var n int
+	var problems []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			n++
+			if p := read(); p != "" {
+				problems = append(problems, p)
+			}
+		}
+	}()
+	return func() (int, []string) {
+		close(done)
+		wg.Wait()
+		return n, problems
 	}
 }
