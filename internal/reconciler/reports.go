@@ -22,9 +22,9 @@ import (
 // update, a retry) nor once per address or frontend.
 
 // maxEventMessage caps the message of every Event the agent posts, and of
-// the log line beside it: the API server stores Events up to 1 KiB of
-// message usefully (kubectl describe shows the start), and a longer one
-// costs every node's API calls and every reader's memory.
+// the log line beside it: 1 KiB is what the events.k8s.io API accepts as an
+// Event's note, and a longer message costs every node's API calls and
+// every reader's memory.
 const maxEventMessage = 1024
 
 // maxNamed is how many problems of one reason a message names.
