@@ -377,18 +377,8 @@ func (r *Reconciler) widenRetries(now time.Time, scope plan.Scope, due []model.S
 	for a := range addrs {
 		scope.Addrs[a] = struct{}{}
 	}
-	for _, s := range []model.State{r.observed, r.desired.state} {
-		for e := range s.Sets {
-			if _, ok := addrs[e.Addr()]; ok {
-				scope.Sets[e] = struct{}{}
-			}
-		}
-		for k := range s.Services {
-			if _, ok := addrs[k.Addr]; ok {
-				scope.Keys[k] = struct{}{}
-			}
-		}
-	}
+	on := func(a netip.Addr) bool { _, ok := addrs[a]; return ok }
+	r.widenOn(scope, on, func(k model.VSKey) bool { return on(k.Addr) })
 }
 
 // errBackingOff is what a held-back operation counts as in the applier:

@@ -66,20 +66,29 @@ func (r *Reconciler) widenToReserved(scope plan.Scope, reserved plan.Reserved) {
 		return
 	}
 	moved := func(a netip.Addr) bool { return reserved.Has(a) != r.reserved.Has(a) }
+	r.widenOn(scope, moved, func(k model.VSKey) bool {
+		return k.FWMark == 0 && (moved(k.Addr) || reserved.Refuses(k) != r.reserved.Refuses(k))
+	})
+}
+
+// widenOn adds to scope what the desired state and the kernel hold that a
+// change concerns: every virtual server keyIn tells, with its address, and
+// every VIP and set member on an address addrIn tells.
+func (r *Reconciler) widenOn(scope plan.Scope, addrIn func(netip.Addr) bool, keyIn func(model.VSKey) bool) {
 	for _, s := range []model.State{r.desired.state, r.observed} {
 		for k := range s.Services {
-			if k.FWMark == 0 && (moved(k.Addr) || reserved.Refuses(k) != r.reserved.Refuses(k)) {
+			if keyIn(k) {
 				scope.Keys[k] = struct{}{}
 				scope.Addrs[k.Addr] = struct{}{}
 			}
 		}
 		for a := range s.Addrs {
-			if moved(a) {
+			if addrIn(a) {
 				scope.Addrs[a] = struct{}{}
 			}
 		}
 		for e := range s.Sets {
-			if moved(e.Addr()) {
+			if addrIn(e.Addr()) {
 				scope.Sets[e] = struct{}{}
 			}
 		}
