@@ -90,7 +90,7 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 	}
 	now := r.opt.Now()
 	if now.Before(c.next) {
-		requeue(st, c.next.Sub(now))
+		st.requeueIn(c.next.Sub(now))
 		return
 	}
 	r.forgetLive()
@@ -120,10 +120,9 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 		return
 	}
 	c.failures++
-	d := conntrackRetryFirst << min(c.failures-1, 6)
-	d = min(d, conntrackRetryMax)
+	d := backoff(c.failures, conntrackRetryFirst, conntrackRetryMax)
 	c.next = r.opt.Now().Add(d)
-	requeue(st, d)
+	st.requeueIn(d)
 }
 
 // forgetLive drops the keys whose entries are live again: a real server
@@ -174,13 +173,5 @@ func (c *staleConntrack) forget(s dataplane.StaleFlows) {
 	}
 	for k := range s.Dests {
 		delete(c.dests, k)
-	}
-}
-
-// requeue asks for another sync within d.
-func requeue(st *Status, d time.Duration) {
-	d = max(d, time.Millisecond)
-	if st.Requeue == 0 || d < st.Requeue {
-		st.Requeue = d
 	}
 }

@@ -242,8 +242,12 @@ func (r *Reconciler) noteFailures(st *Status, out outcome, tried map[model.Servi
 }
 
 // requeue asks for a sync by next at the latest.
-func (st *Status) requeue(next time.Time) {
-	if d := max(next.Sub(st.Time), time.Millisecond); st.Requeue == 0 || d < st.Requeue {
+func (st *Status) requeue(next time.Time) { st.requeueIn(next.Sub(st.Time)) }
+
+// requeueIn asks for another sync within d.
+func (st *Status) requeueIn(d time.Duration) {
+	d = max(d, time.Millisecond)
+	if st.Requeue == 0 || d < st.Requeue {
 		st.Requeue = d
 	}
 }
@@ -306,12 +310,16 @@ func (r *Reconciler) noteStrays(now time.Time, out outcome) {
 }
 
 // retryDelay is the backoff after the nth failure in a row.
-func retryDelay(n int) time.Duration {
-	d := serviceRetryFirst
-	for ; n > 1 && d < serviceRetryMax; n-- {
+func retryDelay(n int) time.Duration { return backoff(n, serviceRetryFirst, serviceRetryMax) }
+
+// backoff is first after the first failure in a row, then twice as long
+// after each further one, up to ceiling.
+func backoff(n int, first, ceiling time.Duration) time.Duration {
+	d := first
+	for ; n > 1 && d < ceiling; n-- {
 		d *= 2
 	}
-	return min(d, serviceRetryMax)
+	return min(d, ceiling)
 }
 
 // dueRetries lists the failing Services whose retry is due at now.
