@@ -261,7 +261,7 @@ func TestKubeProxyConfigMapWithoutKubeadm(t *testing.T) {
 	if cm.Name != kcm.Name || cm.Namespace != kcm.Namespace || !reflect.DeepEqual(keys(cm.Data), keys(kcm.Data)) {
 		t.Fatalf("ConfigMap %s/%s with %v, want kubeadm's %s/%s with %v", cm.Namespace, cm.Name, keys(cm.Data), kcm.Namespace, kcm.Name, keys(kcm.Data))
 	}
-	kp, err := config.DecodeKubeProxy([]byte(cm.Data["config.conf"]))
+	kp, _, err := config.DecodeKubeProxy([]byte(cm.Data["config.conf"]))
 	if err != nil {
 		t.Fatalf("config.conf: %v", err)
 	}

@@ -20,6 +20,8 @@ type agentOptions struct {
 	config.Config
 	files
 	base       config.KubeProxyConfiguration // the file read, or kube-proxy's defaults
+	configData []byte                        // the file's bytes as read, to tell when it changes
+	lenient    []string                      // what the strict decoding refused in the file
 	ignored    []string                      // settings with no meaning here
 	overridden []string                      // flags that override the file
 }
@@ -65,11 +67,11 @@ func (o *agentOptions) readFile() error {
 	if err != nil {
 		return err
 	}
-	kp, err := config.DecodeKubeProxy(data)
+	kp, lenient, err := config.DecodeKubeProxy(data)
 	if err != nil {
 		return err
 	}
-	o.base = kp
+	o.base, o.configData, o.lenient = kp, data, lenient
 	o.ignored, err = kp.ApplyTo(&o.Config)
 	return err
 }
@@ -93,6 +95,10 @@ func (o *agentOptions) noteFlags(fs *pflag.FlagSet) {
 
 // warn logs, once each, what the configuration ignores or overrides.
 func (o agentOptions) warn(log *zap.Logger) {
+	if len(o.lenient) > 0 {
+		log.Warn("the config file has fields kube-proxy v1.37 does not know, or a key given twice: they are ignored (the last of a repeated key wins), as kube-proxy's lenient decoding ignores them",
+			zap.String("config", o.files.config), zap.Strings("unknown", o.lenient))
+	}
 	if len(o.ignored) > 0 {
 		log.Warn("these kube-proxy settings have no meaning in kube-ipvs and are ignored (iptables-, nftables- and Windows-only, or left to the host)",
 			zap.Strings("ignored", o.ignored))

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -176,5 +177,34 @@ func TestWriteConfigTo(t *testing.T) {
 				t.Errorf("read back\n got %+v\nwant %+v", got.Config, want.Config)
 			}
 		})
+	}
+}
+
+// A config file with a field kube-proxy v1.37 does not know (a newer
+// kubeadm's) starts the agent, read leniently as kube-proxy reads it, and
+// one warning names the field.
+func TestConfigFileWithAnUnknownFieldStarts(t *testing.T) {
+	data, err := os.ReadFile(kubeadmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "config.conf")
+	data = append(bytes.Replace(data, []byte("ipvs:\n"), []byte("ipvs:\n  futureKnob: 3\n"), 1), "futureSection: {}\n"...)
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := parse(t, "--config", file)
+	want, _ := parse(t, "--config", kubeadmFile)
+	if !reflect.DeepEqual(o.Config, want.Config) {
+		t.Errorf("config\n got %+v\nwant %+v", o.Config, want.Config)
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	o.warn(zap.New(core))
+	warned := logs.FilterMessageSnippet("does not know").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings about unknown fields, want 1: %v", len(warned), logs.All())
+	}
+	if got, want := fmt.Sprint(warned[0].ContextMap()["unknown"]), `[unknown field "futureSection" unknown field "ipvs.futureKnob"]`; got != want {
+		t.Errorf("unknown %s, want %s", got, want)
 	}
 }

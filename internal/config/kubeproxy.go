@@ -1,14 +1,19 @@
 package config
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kpv1 "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // The configuration file kube-proxy reads with --config, as kubeadm writes
@@ -18,128 +23,160 @@ const (
 	KubeProxyKind       = "KubeProxyConfiguration"
 )
 
-// KubeProxyConfiguration mirrors k8s.io/kube-proxy/config/v1alpha1's type
-// field for field (JSON names and shapes), so that strict decoding accepts
-// exactly what kube-proxy accepts. It is mirrored, not imported: that
-// module's types pull component-base's logging, feature-gate and metrics
-// packages (with a global metrics registry, OpenTelemetry and cobra) into
-// the agent for a dozen fields.
+// KubeProxyConfiguration is kube-proxy's own type
+// (k8s.io/kube-proxy/config/v1alpha1, the release of client-go), so that a
+// file means field for field what it means to kube-proxy; the methods are
+// kube-ipvs' reading of it.
 type KubeProxyConfiguration struct {
-	APIVersion   string          `json:"apiVersion"`
-	Kind         string          `json:"kind"`
-	FeatureGates map[string]bool `json:"featureGates,omitempty"`
-
-	ClientConnection KPClientConnection `json:"clientConnection"`
-	Logging          KPLogging          `json:"logging,omitempty"`
-
-	HostnameOverride            string `json:"hostnameOverride"`
-	BindAddress                 string `json:"bindAddress"`
-	HealthzBindAddress          string `json:"healthzBindAddress"`
-	MetricsBindAddress          string `json:"metricsBindAddress"`
-	BindAddressHardFail         bool   `json:"bindAddressHardFail"`
-	EnableProfiling             bool   `json:"enableProfiling"`
-	ShowHiddenMetricsForVersion string `json:"showHiddenMetricsForVersion"`
-
-	Mode      string      `json:"mode"`
-	IPTables  KPIPTables  `json:"iptables"`
-	IPVS      KPIPVS      `json:"ipvs"`
-	NFTables  KPNFTables  `json:"nftables"`
-	Winkernel KPWinkernel `json:"winkernel"`
-
-	DetectLocalMode string        `json:"detectLocalMode"`
-	DetectLocal     KPDetectLocal `json:"detectLocal"`
-	ClusterCIDR     string        `json:"clusterCIDR"`
-
-	NodePortAddresses []string    `json:"nodePortAddresses"`
-	OOMScoreAdj       *int32      `json:"oomScoreAdj"`
-	Conntrack         KPConntrack `json:"conntrack"`
-	ConfigSyncPeriod  Duration    `json:"configSyncPeriod"`
-	PortRange         string      `json:"portRange"`
-
-	WindowsRunAsService bool `json:"windowsRunAsService,omitempty"`
+	kpv1.KubeProxyConfiguration
 }
 
-// KPClientConnection mirrors component-base's ClientConnectionConfiguration.
-type KPClientConnection struct {
-	Kubeconfig         string  `json:"kubeconfig"`
-	AcceptContentTypes string  `json:"acceptContentTypes"`
-	ContentType        string  `json:"contentType"`
-	QPS                float32 `json:"qps"`
-	Burst              int32   `json:"burst"`
+// kubeProxyScheme knows only v1alpha1: kube-proxy's lenient decoder has
+// only that version registered, and so does this one.
+var kubeProxyScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := kpv1.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("register %s: %v", KubeProxyAPIVersion, err)) // a static registration
+	}
+	return s
+}()
+
+func kubeProxyDecoder(strict bool) runtime.Decoder {
+	return kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, kubeProxyScheme, kubeProxyScheme,
+		kjson.SerializerOptions{Yaml: true, Strict: strict})
 }
 
-// KPLogging mirrors component-base's LoggingConfiguration.
-type KPLogging struct {
-	Format         string          `json:"format,omitempty"`
-	FlushFrequency FlushFrequency  `json:"flushFrequency"`
-	Verbosity      uint32          `json:"verbosity"`
-	VModule        []KPVModuleItem `json:"vmodule,omitempty"`
-	Options        KPLogOptions    `json:"options,omitempty"`
-}
-
-// KPVModuleItem is one per-file verbosity of KPLogging.
-type KPVModuleItem struct {
-	FilePattern string `json:"filePattern"`
-	Verbosity   uint32 `json:"verbosity"`
-}
-
-// KPLogOptions mirrors component-base's FormatOptions.
-type KPLogOptions struct {
-	Text KPLogOutput `json:"text,omitempty"`
-	JSON KPLogOutput `json:"json,omitempty"`
-}
-
-// KPLogOutput mirrors component-base's OutputRoutingOptions.
-type KPLogOutput struct {
-	SplitStream    bool               `json:"splitStream,omitempty"`
-	InfoBufferSize *resource.Quantity `json:"infoBufferSize,omitempty"`
-}
-
-// FlushFrequency is a duration written either as a string ("5s") or as
-// nanoseconds, as component-base accepts both.
-type FlushFrequency struct{ time.Duration }
-
-// UnmarshalJSON accepts "5s" or 5000000000.
-func (f *FlushFrequency) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		d, err := ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("logging.flushFrequency: %w", err)
+// DecodeKubeProxy reads a KubeProxyConfiguration (YAML or JSON) as
+// kube-proxy's loadConfig does (cmd/kube-proxy/app/options.go): strictly
+// first; when only strictness fails (an unknown field, a key in the wrong
+// case, a repeated key), leniently, and the strict decoder's complaints
+// are returned as warnings, so that a field added by a newer kubeadm does
+// not stop the node. A value of the wrong type, a malformed duration or
+// another kind is an error, as in kube-proxy. kube-proxy's defaults are
+// then filled in, so a file kubeadm wrote (mostly zero values) means what
+// it means to kube-proxy.
+func DecodeKubeProxy(data []byte) (kp KubeProxyConfiguration, warnings []string, err error) {
+	if err := checkKind(data); err != nil {
+		return kp, nil, err
+	}
+	if _, _, err = kubeProxyDecoder(true).Decode(data, nil, &kp.KubeProxyConfiguration); err != nil {
+		strict, ok := runtime.AsStrictDecodingError(err)
+		if !ok {
+			return kp, nil, decodeError(data, err)
 		}
-		f.Duration = d
-		return nil
+		kp = KubeProxyConfiguration{}
+		if _, _, lerr := kubeProxyDecoder(false).Decode(data, nil, &kp.KubeProxyConfiguration); lerr != nil {
+			return kp, nil, decodeError(data, lerr)
+		}
+		for _, e := range strict.Errors() {
+			warnings = append(warnings, e.Error())
+		}
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
+	kp.setDefaults()
+	return kp, warnings, nil
+}
+
+// checkKind refuses another kind or version with what was expected, rather
+// than the decoder's "no kind is registered".
+func checkKind(data []byte) error {
+	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return fmt.Errorf("logging.flushFrequency: want a duration such as \"5s\" or nanoseconds, got %s", b)
+		return fmt.Errorf("parse: %w", err)
 	}
-	f.Duration = time.Duration(n)
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(j, &tm); err != nil {
+		return fmt.Errorf("parse: %w", err)
+	}
+	if tm.APIVersion != KubeProxyAPIVersion || tm.Kind != KubeProxyKind {
+		return fmt.Errorf("want apiVersion %s, kind %s; got apiVersion %q, kind %q", KubeProxyAPIVersion, KubeProxyKind, tm.APIVersion, tm.Kind)
+	}
 	return nil
 }
 
-// Duration is a duration in its string form ("30s"), as metav1.Duration
-// writes it. A malformed one does not fail decoding: it is kept, so that
-// DecodeKubeProxy can name its path (json errors from an UnmarshalJSON
-// carry none).
-type Duration struct {
-	time.Duration
-	invalid error
+// decodeError names the path of each malformed duration, which the
+// decoder's error (from a field's UnmarshalJSON) does not; other errors
+// (a value of the wrong type) already name theirs.
+func decodeError(data []byte, err error) error {
+	var doc any
+	if j, jerr := yaml.YAMLToJSON(data); jerr == nil && yaml.Unmarshal(j, &doc) == nil {
+		if errs := durationErrors(reflect.TypeFor[kpv1.KubeProxyConfiguration](), doc, ""); len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+	return fmt.Errorf("decode: %w", err)
 }
 
-// UnmarshalJSON reads "30s"; anything else is recorded as invalid.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		d.invalid = fmt.Errorf("want a duration string such as \"30s\", got %s", b)
+var (
+	durationType       = reflect.TypeFor[metav1.Duration]()
+	flushFrequencyType = reflect.TypeFor[logsapi.TimeOrMetaDuration]()
+)
+
+// durationErrors walks v (the decoded document) along t and reports each
+// duration that does not parse, by its JSON path.
+func durationErrors(t reflect.Type, v any, path string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v == nil {
 		return nil
 	}
-	d.Duration, d.invalid = ParseDuration(s)
-	return nil
+	switch t {
+	case durationType:
+		if err := checkDuration(v, false); err != nil {
+			return []error{fmt.Errorf("%s: %w", path, err)}
+		}
+		return nil
+	case flushFrequencyType:
+		if err := checkDuration(v, true); err != nil {
+			return []error{fmt.Errorf("%s: %w", path, err)}
+		}
+		return nil
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Struct:
+		m, _ := v.(map[string]any)
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			switch {
+			case sf.Anonymous && name == "":
+				errs = append(errs, durationErrors(sf.Type, v, path)...)
+			case sf.IsExported() && name != "" && name != "-":
+				errs = append(errs, durationErrors(sf.Type, m[name], joinPath(path, name))...)
+			}
+		}
+	case reflect.Slice:
+		l, _ := v.([]any)
+		for i, e := range l {
+			errs = append(errs, durationErrors(t.Elem(), e, fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return errs
 }
 
-// MarshalJSON writes "30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// checkDuration accepts a duration string ("30s"), and nanoseconds where
+// component-base's TimeOrMetaDuration takes them.
+func checkDuration(v any, nanos bool) error {
+	switch x := v.(type) {
+	case string:
+		_, err := ParseDuration(x)
+		return err
+	case float64:
+		if nanos {
+			return nil
+		}
+		return fmt.Errorf("want a duration string such as \"30s\", got %v", x)
+	}
+	return fmt.Errorf("want a duration such as \"30s\", got %v", v)
+}
 
 // ParseDuration is time.ParseDuration with errors that say what to write:
 // a bare number is missing its unit.
@@ -152,98 +189,4 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("a duration needs a unit, e.g. %q", s+"s")
 	}
 	return 0, fmt.Errorf("want a duration such as 30s, 5m or 1h30m, got %q", s)
-}
-
-// invalidDurations names every Duration in v (a struct) that did not
-// parse, by its JSON path.
-func invalidDurations(v reflect.Value, path string) []error {
-	var errs []error
-	for i := 0; i < v.NumField(); i++ {
-		f, sf := v.Field(i), v.Type().Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if !sf.IsExported() || name == "" || name == "-" {
-			continue
-		}
-		if path != "" {
-			name = path + "." + name
-		}
-		if f.Kind() == reflect.Pointer {
-			if f.IsNil() {
-				continue
-			}
-			f = f.Elem()
-		}
-		switch d := f.Addr().Interface().(type) {
-		case *Duration:
-			if d.invalid != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, d.invalid))
-			}
-		default:
-			if f.Kind() == reflect.Struct {
-				errs = append(errs, invalidDurations(f, name)...)
-			}
-		}
-	}
-	return errs
-}
-
-// MarshalJSON writes the string form, as kube-proxy --write-config-to does.
-func (f FlushFrequency) MarshalJSON() ([]byte, error) {
-	return json.Marshal(f.String())
-}
-
-// KPIPTables mirrors KubeProxyIPTablesConfiguration; its masquerade fields
-// serve the IPVS mode too.
-type KPIPTables struct {
-	MasqueradeBit      *int32   `json:"masqueradeBit"`
-	MasqueradeAll      bool     `json:"masqueradeAll"`
-	LocalhostNodePorts *bool    `json:"localhostNodePorts"`
-	SyncPeriod         Duration `json:"syncPeriod"`
-	MinSyncPeriod      Duration `json:"minSyncPeriod"`
-}
-
-// KPIPVS mirrors KubeProxyIPVSConfiguration.
-type KPIPVS struct {
-	SyncPeriod    Duration `json:"syncPeriod"`
-	MinSyncPeriod Duration `json:"minSyncPeriod"`
-	Scheduler     string   `json:"scheduler"`
-	ExcludeCIDRs  []string `json:"excludeCIDRs"`
-	StrictARP     bool     `json:"strictARP"`
-	TCPTimeout    Duration `json:"tcpTimeout"`
-	TCPFinTimeout Duration `json:"tcpFinTimeout"`
-	UDPTimeout    Duration `json:"udpTimeout"`
-}
-
-// KPNFTables mirrors KubeProxyNFTablesConfiguration.
-type KPNFTables struct {
-	MasqueradeBit *int32   `json:"masqueradeBit"`
-	MasqueradeAll bool     `json:"masqueradeAll"`
-	SyncPeriod    Duration `json:"syncPeriod"`
-	MinSyncPeriod Duration `json:"minSyncPeriod"`
-}
-
-// KPWinkernel mirrors KubeProxyWinkernelConfiguration.
-type KPWinkernel struct {
-	NetworkName           string `json:"networkName"`
-	SourceVip             string `json:"sourceVip"`
-	EnableDSR             bool   `json:"enableDSR"`
-	RootHnsEndpointName   string `json:"rootHnsEndpointName"`
-	ForwardHealthCheckVip bool   `json:"forwardHealthCheckVip"`
-}
-
-// KPConntrack mirrors KubeProxyConntrackConfiguration.
-type KPConntrack struct {
-	MaxPerCore            *int32    `json:"maxPerCore"`
-	Min                   *int32    `json:"min"`
-	TCPEstablishedTimeout *Duration `json:"tcpEstablishedTimeout"`
-	TCPCloseWaitTimeout   *Duration `json:"tcpCloseWaitTimeout"`
-	TCPBeLiberal          bool      `json:"tcpBeLiberal"`
-	UDPTimeout            Duration  `json:"udpTimeout"`
-	UDPStreamTimeout      Duration  `json:"udpStreamTimeout"`
-}
-
-// KPDetectLocal mirrors DetectLocalConfiguration.
-type KPDetectLocal struct {
-	BridgeInterface     string `json:"bridgeInterface"`
-	InterfaceNamePrefix string `json:"interfaceNamePrefix"`
 }

@@ -9,48 +9,20 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	sigsjson "sigs.k8s.io/json"
+	cbconfig "k8s.io/component-base/config/v1alpha1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kpv1 "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// DecodeKubeProxy reads a KubeProxyConfiguration (YAML or JSON) strictly,
-// as kube-proxy's strict decoder does: an unknown or repeated key is an
-// error naming the key's path (ipvs.foo). kube-proxy's defaults are then
-// filled in, so a file kubeadm wrote (mostly zero values) means what it
-// means to kube-proxy.
-func DecodeKubeProxy(data []byte) (KubeProxyConfiguration, error) {
-	var kp KubeProxyConfiguration
-	j, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return kp, fmt.Errorf("parse: %w", err)
-	}
-	var tm metav1.TypeMeta
-	if err := json.Unmarshal(j, &tm); err != nil {
-		return kp, fmt.Errorf("parse: %w", err)
-	}
-	if tm.APIVersion != KubeProxyAPIVersion || tm.Kind != KubeProxyKind {
-		return kp, fmt.Errorf("want apiVersion %s, kind %s; got apiVersion %q, kind %q", KubeProxyAPIVersion, KubeProxyKind, tm.APIVersion, tm.Kind)
-	}
-	strict, err := sigsjson.UnmarshalStrict(j, &kp)
-	if err != nil {
-		return kp, fmt.Errorf("decode: %w", err)
-	}
-	strict = append(strict, invalidDurations(reflect.ValueOf(&kp).Elem(), "")...)
-	if len(strict) > 0 {
-		return kp, errors.Join(strict...)
-	}
-	kp.setDefaults()
-	return kp, nil
-}
-
 // DefaultKubeProxy is the file kube-proxy would write with no flags but
 // --proxy-mode=ipvs: every default filled in.
 func DefaultKubeProxy() KubeProxyConfiguration {
-	kp := KubeProxyConfiguration{APIVersion: KubeProxyAPIVersion, Kind: KubeProxyKind, Mode: ProxyModeIPVS}
+	var kp KubeProxyConfiguration
+	kp.APIVersion, kp.Kind, kp.Mode = KubeProxyAPIVersion, KubeProxyKind, ProxyModeIPVS
 	kp.setDefaults()
 	// kube-proxy's --ipvs-min-sync-period defaults to 1s, a file's
 	// minSyncPeriod to 0 (setDefaults leaves it): a written default file
@@ -66,9 +38,9 @@ func (kp *KubeProxyConfiguration) setDefaults() {
 	if kp.BindAddress == "" {
 		kp.BindAddress = "0.0.0.0"
 	}
-	healthz, metrics := "0.0.0.0", "127.0.0.1"
-	if a, err := netip.ParseAddr(kp.BindAddress); err == nil && a.Is6() && !a.Is4In6() {
-		healthz, metrics = "[::]", "[::1]"
+	healthz, metrics := "[::]", "[::1]"
+	if a, err := netip.ParseAddr(kp.BindAddress); err == nil && a.Unmap().Is4() {
+		healthz, metrics = "0.0.0.0", "127.0.0.1"
 	}
 	kp.HealthzBindAddress = withPort(kp.HealthzBindAddress, healthz, 10256)
 	kp.MetricsBindAddress = withPort(kp.MetricsBindAddress, metrics, 10249)
@@ -87,10 +59,10 @@ func (kp *KubeProxyConfiguration) setDefaults() {
 	setPtr(&kp.IPTables.MasqueradeBit, DefaultMasqueradeBit)
 	setPtr(&kp.NFTables.MasqueradeBit, DefaultMasqueradeBit)
 	if kp.Conntrack.TCPEstablishedTimeout == nil {
-		kp.Conntrack.TCPEstablishedTimeout = &Duration{Duration: 24 * time.Hour}
+		kp.Conntrack.TCPEstablishedTimeout = &metav1.Duration{Duration: 24 * time.Hour}
 	}
 	if kp.Conntrack.TCPCloseWaitTimeout == nil {
-		kp.Conntrack.TCPCloseWaitTimeout = &Duration{Duration: time.Hour}
+		kp.Conntrack.TCPCloseWaitTimeout = &metav1.Duration{Duration: time.Hour}
 	}
 	setDuration(&kp.ConfigSyncPeriod, 15*time.Minute)
 	if kp.ClientConnection.ContentType == "" {
@@ -102,20 +74,12 @@ func (kp *KubeProxyConfiguration) setDefaults() {
 	if kp.ClientConnection.Burst == 0 {
 		kp.ClientConnection.Burst = 10
 	}
-	if kp.Logging.Format == "" {
-		kp.Logging.Format = "text"
+	if kp.FeatureGates == nil {
+		kp.FeatureGates = map[string]bool{}
 	}
-	if kp.Logging.FlushFrequency.Duration == 0 {
-		kp.Logging.FlushFrequency.Duration = 5 * time.Second
-	}
-	for _, o := range []*KPLogOutput{&kp.Logging.Options.Text, &kp.Logging.Options.JSON} {
-		if o.InfoBufferSize == nil {
-			q := resource.MustParse("0")
-			o.InfoBufferSize = &q
-		}
-	}
+	logsapi.SetRecommendedLoggingConfiguration(&kp.Logging)
 	if kp.DetectLocalMode == "" {
-		kp.DetectLocalMode = string(DetectClusterCIDR)
+		kp.DetectLocalMode = kpv1.LocalMode(DetectClusterCIDR)
 	}
 }
 
@@ -139,7 +103,7 @@ func setPtr(p **int32, v int32) {
 	}
 }
 
-func setDuration(d *Duration, v time.Duration) {
+func setDuration(d *metav1.Duration, v time.Duration) {
 	if d.Duration == 0 {
 		d.Duration = v
 	}
@@ -156,7 +120,7 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 			errs = append(errs, fmt.Errorf("%s: %w", path, e))
 		}
 	}
-	c.ProxyMode = kp.Mode
+	c.ProxyMode = string(kp.Mode)
 	c.Kubeconfig = kp.ClientConnection.Kubeconfig
 	c.Client = ClientConnection{
 		QPS: kp.ClientConnection.QPS, Burst: kp.ClientConnection.Burst,
@@ -190,7 +154,7 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	}
 	c.LogFormat, err = LogFormatOf(kp.Logging.Format)
 	field("logging.format", err)
-	c.LogLevel = LogLevelOfVerbosity(kp.Logging.Verbosity)
+	c.LogLevel = LogLevelOfVerbosity(uint32(kp.Logging.Verbosity))
 	return kp.ignoredFields(), errors.Join(errs...)
 }
 
@@ -236,7 +200,7 @@ func (kp KubeProxyConfiguration) ignoredFields() []string {
 		{"nftables", kp.NFTables, def.NFTables},
 		{"winkernel", kp.Winkernel, def.Winkernel},
 		{"windowsRunAsService", kp.WindowsRunAsService, def.WindowsRunAsService},
-		{"logging.flushFrequency", kp.Logging.FlushFrequency, def.Logging.FlushFrequency},
+		{"logging.flushFrequency", kp.Logging.FlushFrequency.Duration, def.Logging.FlushFrequency.Duration},
 		{"logging.vmodule", len(kp.Logging.VModule) > 0, false},
 		{"logging.options", kp.Logging.Options, def.Logging.Options},
 	} {
@@ -255,9 +219,9 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	kp.Mode = ProxyModeIPVS
 	// kube-proxy keeps one sync period, written under the mode's section
 	// only: the others read as zero.
-	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = Duration{}, Duration{}
-	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = Duration{}, Duration{}
-	kp.ClientConnection = KPClientConnection{
+	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
+	kp.ClientConnection = cbconfig.ClientConnectionConfiguration{
 		Kubeconfig: c.Kubeconfig, QPS: c.Client.QPS, Burst: c.Client.Burst,
 		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
 	}
@@ -265,26 +229,27 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	kp.HealthzBindAddress, kp.MetricsBindAddress = c.HealthzBindAddress, c.MetricsBindAddress
 	kp.BindAddressHardFail = c.BindAddressHardFail
 	kp.IPVS.Scheduler = string(c.Scheduler)
-	kp.IPVS.SyncPeriod, kp.IPVS.MinSyncPeriod = Duration{Duration: c.SyncPeriod}, Duration{Duration: c.MinSyncPeriod}
+	kp.IPVS.SyncPeriod, kp.IPVS.MinSyncPeriod = metav1.Duration{Duration: c.SyncPeriod}, metav1.Duration{Duration: c.MinSyncPeriod}
 	kp.IPVS.ExcludeCIDRs = prefixStrings(c.ExcludeCIDRs)
 	kp.IPVS.StrictARP = c.StrictARP
-	kp.IPVS.TCPTimeout, kp.IPVS.TCPFinTimeout, kp.IPVS.UDPTimeout = Duration{Duration: c.TCPTimeout}, Duration{Duration: c.TCPFinTimeout}, Duration{Duration: c.UDPTimeout}
+	kp.IPVS.TCPTimeout, kp.IPVS.TCPFinTimeout, kp.IPVS.UDPTimeout = metav1.Duration{Duration: c.TCPTimeout}, metav1.Duration{Duration: c.TCPFinTimeout}, metav1.Duration{Duration: c.UDPTimeout}
 	kp.ClusterCIDR = strings.Join(prefixStrings(c.ClusterCIDRs), ",")
 	kp.NodePortAddresses = c.NodePortAddresses
 	bit := c.MasqueradeBit
 	kp.IPTables.MasqueradeAll, kp.IPTables.MasqueradeBit = c.MasqueradeAll, &bit
-	kp.DetectLocalMode = string(c.DetectLocalMode)
-	kp.DetectLocal = KPDetectLocal{BridgeInterface: c.BridgeInterface, InterfaceNamePrefix: c.InterfaceNamePrefix}
+	kp.DetectLocalMode = kpv1.LocalMode(c.DetectLocalMode)
+	kp.DetectLocal = kpv1.DetectLocalConfiguration{BridgeInterface: c.BridgeInterface, InterfaceNamePrefix: c.InterfaceNamePrefix}
 	maxPerCore, ctMin := c.Conntrack.MaxPerCore, c.Conntrack.Min
-	kp.Conntrack = KPConntrack{
+	kp.Conntrack = kpv1.KubeProxyConntrackConfiguration{
 		MaxPerCore: &maxPerCore, Min: &ctMin,
-		TCPEstablishedTimeout: &Duration{Duration: c.Conntrack.TCPEstablishedTimeout},
-		TCPCloseWaitTimeout:   &Duration{Duration: c.Conntrack.TCPCloseWaitTimeout},
+		TCPEstablishedTimeout: &metav1.Duration{Duration: c.Conntrack.TCPEstablishedTimeout},
+		TCPCloseWaitTimeout:   &metav1.Duration{Duration: c.Conntrack.TCPCloseWaitTimeout},
 		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
-		UDPTimeout:            Duration{Duration: c.Conntrack.UDPTimeout},
-		UDPStreamTimeout:      Duration{Duration: c.Conntrack.UDPStreamTimeout},
+		UDPTimeout:            metav1.Duration{Duration: c.Conntrack.UDPTimeout},
+		UDPStreamTimeout:      metav1.Duration{Duration: c.Conntrack.UDPStreamTimeout},
 	}
 	kp.Logging.Format = map[string]string{"console": "text", "json": "json"}[c.LogFormat]
+	kp.Logging.FlushFrequency.SerializeAsString = true // as kube-proxy writes it
 	if c.LogLevel == "debug" && kp.Logging.Verbosity < 4 {
 		kp.Logging.Verbosity = 4
 	} else if c.LogLevel != "debug" && kp.Logging.Verbosity >= 4 {
@@ -295,7 +260,7 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 
 // EncodeKubeProxy writes kp as YAML, keys sorted, as kube-proxy does.
 func EncodeKubeProxy(kp KubeProxyConfiguration) ([]byte, error) {
-	j, err := json.Marshal(kp)
+	j, err := json.Marshal(kp.KubeProxyConfiguration)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", KubeProxyKind, err)
 	}

@@ -34,7 +34,7 @@ func prefixes(ss ...string) []netip.Prefix {
 // decodeApply is what the agent does with --config: defaults, then the file.
 func decodeApply(data []byte) (Config, []string, error) {
 	c := Default()
-	kp, err := DecodeKubeProxy(data)
+	kp, _, err := DecodeKubeProxy(data)
 	if err != nil {
 		return c, nil, err
 	}
@@ -100,27 +100,91 @@ func TestKubeProxyFilesAsWritten(t *testing.T) {
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 
-// Strict: what kube-proxy's strict decoder refuses is refused, naming the
+// What only kube-proxy's strict decoding refuses (an unknown field, a key
+// in the wrong case, a repeated key) is read leniently, as kube-proxy's
+// loadConfig reads it: the rest of the file applies, and each complaint
+// comes back naming the key's path, for one warning.
+func TestDecodeKubeProxyLenient(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		warn       []string
+		check      func(KubeProxyConfiguration) error
+	}{
+		{"unknown nested key", header + "ipvs:\n  foo: 1\n  scheduler: lc\n", []string{`unknown field "ipvs.foo"`},
+			func(kp KubeProxyConfiguration) error { return wantEq(kp.IPVS.Scheduler, "lc") }},
+		{"unknown keys everywhere", header + "foo: 1\nlogging:\n  options:\n    json:\n      bar: 2\n", []string{`unknown field "foo"`, `unknown field "logging.options.json.bar"`}, nil},
+		{"keys are case-sensitive", header + "conntrack:\n  MaxPerCore: 2\n", []string{`unknown field "conntrack.MaxPerCore"`},
+			func(kp KubeProxyConfiguration) error { return wantEq(*kp.Conntrack.MaxPerCore, int32(32*1024)) }},
+		{"repeated key: the last wins", header + "mode: iptables\nmode: ipvs\n", []string{`key "mode" already set`},
+			func(kp KubeProxyConfiguration) error { return wantEq(string(kp.Mode), "ipvs") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kp, warnings, err := DecodeKubeProxy([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(warnings) != len(tc.warn) {
+				t.Errorf("warnings %q, want %d", warnings, len(tc.warn))
+			}
+			for _, w := range tc.warn {
+				if !slices.ContainsFunc(warnings, func(got string) bool { return strings.Contains(got, w) }) {
+					t.Errorf("warnings %q lack %q", warnings, w)
+				}
+			}
+			if tc.check != nil {
+				if err := tc.check(kp); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// A field a newer kubeadm adds to the file kubeadm v1.37 writes changes
+// nothing else: the node keeps its configuration and is told about it.
+func TestKubeadmFileWithAFutureField(t *testing.T) {
+	data := readTestdata(t, "kubeadm-v1.37.2-ipvs.conf")
+	want, _, err := decodeApply(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := strings.Replace(string(data), "ipvs:\n", "ipvs:\n  futureKnob: 3\n", 1) + "futureSection:\n  enabled: true\n"
+	kp, warnings, err := DecodeKubeProxy([]byte(future))
+	if err != nil {
+		t.Fatalf("a file with a field kube-proxy v1.37 does not know is refused: %v", err)
+	}
+	if want := []string{`unknown field "futureSection"`, `unknown field "ipvs.futureKnob"`}; !slices.Equal(warnings, want) {
+		t.Errorf("warnings %q, want %q", warnings, want)
+	}
+	got := Default()
+	if _, err := kp.ApplyTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// What kube-proxy refuses even leniently (a value of the wrong type, a
+// malformed duration, another kind or version) is refused, naming the
 // key's path.
 func TestDecodeKubeProxyRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
 		want       []string
 	}{
-		{"unknown nested key", header + "ipvs:\n  foo: 1\n  scheduler: lc\n", []string{`unknown field "ipvs.foo"`}},
-		{"unknown keys everywhere", header + "foo: 1\nlogging:\n  options:\n    json:\n      bar: 2\n", []string{`unknown field "foo"`, `unknown field "logging.options.json.bar"`}},
-		{"keys are case-sensitive", header + "conntrack:\n  MaxPerCore: 2\n", []string{`unknown field "conntrack.MaxPerCore"`}},
-		{"repeated key", header + "mode: ipvs\nmode: iptables\n", []string{`key "mode" already set`}},
 		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", []string{`got apiVersion "kubeproxy.config.k8s.io/v1alpha1", kind "KubeletConfiguration"`}},
 		{"wrong version", "apiVersion: kubeproxy.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", []string{`want apiVersion kubeproxy.config.k8s.io/v1alpha1`}},
 		{"duration without unit", header + "ipvs:\n  tcpTimeout: \"900\"\n", []string{`ipvs.tcpTimeout: a duration needs a unit, e.g. "900s"`}},
 		{"duration as a number", header + "conntrack:\n  tcpCloseWaitTimeout: 3600\n", []string{`conntrack.tcpCloseWaitTimeout: want a duration string such as "30s", got 3600`}},
 		{"bad duration", header + "ipvs:\n  syncPeriod: soon\n", []string{`ipvs.syncPeriod: want a duration such as 30s, 5m or 1h30m, got "soon"`}},
+		{"bad duration beside an unknown field", header + "foo: 1\nipvs:\n  syncPeriod: soon\n", []string{`ipvs.syncPeriod: want a duration such as 30s`}},
 		{"wrong type", header + "conntrack:\n  maxPerCore: many\n", []string{"conntrack.maxPerCore"}},
+		{"wrong type of a section", header + "ipvs: lc\n", []string{"ipvs"}},
 		{"bad flush frequency", header + "logging:\n  flushFrequency: often\n", []string{"logging.flushFrequency"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeKubeProxy([]byte(tc.yaml))
+			_, _, err := DecodeKubeProxy([]byte(tc.yaml))
 			if err == nil {
 				t.Fatal("decoded")
 			}
