@@ -34,7 +34,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	_ = fs.MarkHidden("cpu-profile")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write a Go heap profile to this file when the run ends")
 	_ = fs.MarkHidden("heap-profile")
-	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" (or empty) is accepted`)
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" is accepted (empty is kube-proxy's default, iptables)`)
 	clientFlags(fs, c)
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "this node's name (default: $NODE_NAME, else the hostname)")

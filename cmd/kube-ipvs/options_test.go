@@ -208,3 +208,41 @@ func TestConfigFileWithAnUnknownFieldStarts(t *testing.T) {
 		t.Errorf("unknown %s, want %s", got, want)
 	}
 }
+
+// The migration pre-check (--config with --write-config-to) refuses a file
+// whose mode kube-proxy runs as iptables, empty included; --proxy-mode=ipvs
+// on the command line says the node is ready for IPVS.
+func TestPreCheckRefusesAnEmptyMode(t *testing.T) {
+	data, err := os.ReadFile(kubeadmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mode string
+		flags      []string
+		code       int
+	}{
+		{"empty", `mode: ""`, nil, 2},
+		{"iptables", "mode: iptables", nil, 2},
+		{"nftables", "mode: nftables", nil, 2},
+		{"absent", "", nil, 2},
+		{"ipvs", "mode: ipvs", nil, 0},
+		{"empty, with --proxy-mode=ipvs", `mode: ""`, []string{"--proxy-mode=ipvs"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "config.conf")
+			if err := os.WriteFile(file, bytes.Replace(data, []byte("mode: ipvs"), []byte(tc.mode), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"kube-ipvs", "agent", "--config", file, "--write-config-to", filepath.Join(dir, "out.conf")}, tc.flags...)
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), args, &out, &errb); code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, errb.String())
+			}
+			if tc.code == 2 && !strings.Contains(errb.String(), "--proxy-mode (mode)") {
+				t.Errorf("the refusal does not name the field:\n%s", errb.String())
+			}
+		})
+	}
+}

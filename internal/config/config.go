@@ -23,8 +23,9 @@ type Config struct {
 	// Source: exactly one of Kubeconfig/Master/in-cluster or ManifestsDir.
 	Kubeconfig string
 	Master     string // API server address; overrides the kubeconfig's
-	// ProxyMode is kube-proxy's --proxy-mode: "ipvs" or empty, anything
-	// else is refused.
+	// ProxyMode is kube-proxy's --proxy-mode (the file's mode): "ipvs",
+	// the default; anything else, empty included (kube-proxy's iptables),
+	// is refused.
 	ProxyMode        string
 	Client           ClientConnection
 	ManifestsDir     string
@@ -135,6 +136,7 @@ const (
 // IPVS-mode defaults where it has the setting.
 func Default() Config {
 	return Config{
+		ProxyMode:          ProxyModeIPVS,
 		Client:             ClientConnection{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf},
 		Scheduler:          model.SchedRR,
 		NodePortRange:      model.PortRange{First: 30000, Last: 32767},
@@ -196,8 +198,16 @@ func (c Config) Validate() error {
 	if err := c.Scheduler.Validate(); err != nil {
 		bad("--ipvs-scheduler (ipvs.scheduler)", "%v", err)
 	}
-	if c.ProxyMode != "" && c.ProxyMode != ProxyModeIPVS {
-		bad("--proxy-mode (mode)", "kube-ipvs programs IPVS only, it cannot act as kube-proxy's %q mode: set \"ipvs\" (or leave it empty), or run kube-proxy itself for %q", c.ProxyMode, c.ProxyMode)
+	switch c.ProxyMode {
+	case ProxyModeIPVS:
+	case "":
+		// kube-proxy reads an empty mode as its platform default, iptables
+		// (cmd/kube-proxy/app/server_linux.go): that node's Services live
+		// in iptables rules, which would keep answering beside IPVS.
+		bad("--proxy-mode (mode)", "empty means kube-proxy's default, \"iptables\", and kube-ipvs takes over kube-proxy's IPVS mode only: "+
+			"set mode: ipvs once kube-proxy runs in IPVS mode (or its iptables rules are gone: kube-proxy --cleanup), or pass --proxy-mode=ipvs")
+	default:
+		bad("--proxy-mode (mode)", "kube-ipvs programs IPVS only, it cannot act as kube-proxy's %q mode: set \"ipvs\", or run kube-proxy itself for %q", c.ProxyMode, c.ProxyMode)
 	}
 	if c.ManifestsDir != "" && (c.Kubeconfig != "" || c.Master != "") {
 		bad("--manifests", "cannot be combined with --kubeconfig or --master")

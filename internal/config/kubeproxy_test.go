@@ -100,6 +100,10 @@ func TestKubeProxyFilesAsWritten(t *testing.T) {
 
 const header = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
 
+// ipvsHeader starts a file for kube-proxy's IPVS mode, which kube-ipvs
+// takes over.
+const ipvsHeader = header + "mode: ipvs\n"
+
 // What only kube-proxy's strict decoding refuses (an unknown field, a key
 // in the wrong case, a repeated key) is read leniently, as kube-proxy's
 // loadConfig reads it: the rest of the file applies, and each complaint
@@ -212,14 +216,14 @@ func TestKubeProxyDetectLocalAndMark(t *testing.T) {
 			c.DetectLocalMode, c.InterfaceNamePrefix, c.MasqueradeBit = DetectInterfaceNamePrefix, "veth", 3
 		}},
 	} {
-		got, _, err := decodeApply([]byte(header + tc.yaml))
+		got, _, err := decodeApply([]byte(ipvsHeader + tc.yaml))
 		if err == nil {
 			err = got.Validate()
 		}
 		if err != nil {
 			t.Fatalf("%q: %v", tc.yaml, err)
 		}
-		want, _, err := decodeApply([]byte(header))
+		want, _, err := decodeApply([]byte(ipvsHeader))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,8 +247,11 @@ func TestKubeProxyDetectLocalAndMark(t *testing.T) {
 // Validate, naming the field.
 func TestKubeProxyFileValuesRefused(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"iptables mode", "mode: iptables\n", `--proxy-mode (mode): kube-ipvs programs IPVS only, it cannot act as kube-proxy's "iptables" mode: set "ipvs" (or leave it empty), or run kube-proxy itself for "iptables"`},
+		{"iptables mode", "mode: iptables\n", `--proxy-mode (mode): kube-ipvs programs IPVS only, it cannot act as kube-proxy's "iptables" mode: set "ipvs", or run kube-proxy itself for "iptables"`},
 		{"nftables mode", "mode: nftables\n", `cannot act as kube-proxy's "nftables" mode`},
+		// kube-proxy runs an empty or absent mode as iptables: not IPVS.
+		{"empty mode", "mode: \"\"\n", `--proxy-mode (mode): empty means kube-proxy's default, "iptables", and kube-ipvs takes over kube-proxy's IPVS mode only`},
+		{"no mode", "clusterCIDR: 10.244.0.0/16\n", `empty means kube-proxy's default, "iptables"`},
 		{"exclude cidrs", "ipvs:\n  excludeCIDRs: [192.0.2.0/24, nope]\n", `ipvs.excludeCIDRs: "nope" is not a CIDR`},
 		{"cluster cidr", "clusterCIDR: 10.244.0.0/16,nope\n", `clusterCIDR: "nope" is not a CIDR`},
 		{"nodeport localhost", "nodePortAddresses: [localhost]\n", "nodePortAddresses: \"localhost\": NodePorts on loopback exist only in kube-proxy's iptables and nftables modes"},
@@ -283,7 +290,6 @@ func TestKubeProxyFileDefaults(t *testing.T) {
 			return wantEq(c.HealthzBindAddress+" "+c.MetricsBindAddress, "[::]:10256 [::1]:10249")
 		}},
 		{"nodePortAddresses: [primary, all]\n", func(c Config) error { return wantEq(fmt.Sprint(c.NodePortAddresses), "[]") }},
-		{"mode: \"\"\n", func(c Config) error { return wantEq(c.Validate(), nil) }},
 		{"conntrack:\n  maxPerCore: 0\n  min: null\n", func(c Config) error {
 			return wantEq(fmt.Sprint(c.Conntrack.MaxPerCore, c.Conntrack.Min), "0 131072")
 		}},
