@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,11 +65,37 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.heapProfile != "" {
 		defer writeHeapProfile(o.heapProfile, log)
 	}
-	if err := agent(ctx, o.Config, log, stdout); err != nil {
+	ctx, stop := followConfig(ctx, args, o, log)
+	defer stop()
+	err = agent(ctx, o.Config, log, stdout)
+	if errors.Is(context.Cause(ctx), errConfigChanged) {
+		log.Error("the config file changed: exiting so that the pod restarts with it, as kube-proxy does", zap.String("config", o.files.config))
+		return 1
+	}
+	if err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1
 	}
 	return 0
+}
+
+// followConfig ends ctx with errConfigChanged when the --config file
+// changes to a configuration the same command line accepts; a run that
+// ends by itself (--once, --dry-run) or has no file is left alone.
+func followConfig(ctx context.Context, args []string, o agentOptions, log *zap.Logger) (context.Context, context.CancelFunc) {
+	if o.files.config == "" || o.Once || o.DryRun {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	check := func() error {
+		var msg bytes.Buffer
+		if _, code := parseAgent(args, io.Discard, &msg); code >= 0 {
+			return errors.New(strings.TrimSpace(msg.String()))
+		}
+		return nil
+	}
+	go func() { cancel(watchConfig(ctx, o.files.config, o.configData, check, log)) }()
+	return ctx, func() { cancel(nil) }
 }
 
 // agent wires the pieces and runs them: source -> store -> reconciler ->
