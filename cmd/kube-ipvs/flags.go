@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -21,6 +24,12 @@ type files struct {
 	writeConfigTo string // --write-config-to: write the effective one and exit
 	cpuProfile    string // --cpu-profile: hidden, for measuring the agent's own work
 	heapProfile   string // --heap-profile: hidden, likewise for its memory
+
+	// kube-proxy's flags that act once the others are read.
+	bindAddress              string // --bind-address: kube-proxy's node IP hint
+	healthzPort, metricsPort int32  // --healthz-port, --metrics-port: 0 turns the server off
+	healthzBare, metricsBare bool   // the bind address flag was a bare IP, which a port completes
+	printVersion             bool   // --version
 }
 
 // agentFlags binds the agent's flags onto c, with kube-proxy's names
@@ -34,7 +43,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	_ = fs.MarkHidden("cpu-profile")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write a Go heap profile to this file when the run ends")
 	_ = fs.MarkHidden("heap-profile")
-	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `kube-proxy's mode: only "ipvs" is accepted (empty is kube-proxy's default, iptables)`)
+	fs.Var(namedString{&c.ProxyMode, "ProxyMode"}, "proxy-mode", `kube-proxy's mode: only "ipvs" is accepted (empty is kube-proxy's default, iptables)`)
 	clientFlags(fs, c)
 	fs.StringVar(&c.ManifestsDir, "manifests", c.ManifestsDir, "read Services, EndpointSlices and Nodes from the YAML/JSON files in this folder instead of a cluster, and follow its changes")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "this node's name (default: $NODE_NAME, else the hostname)")
@@ -52,12 +61,39 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
 	shimFlags(fs, c)
 	conntrackFlags(fs, c)
-	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256}, "healthz-bind-address", "IP:PORT of kube-proxy's health server: /healthz (fails when a change waits over twice the sync period, or the Node is being deleted) and /livez (empty: off)")
-	fs.Var(addrPortValue{&c.MetricsBindAddress, 10249}, "metrics-bind-address", "IP:PORT of kube-proxy's metrics server: Prometheus /metrics and /proxyMode (empty: off)")
+	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256, &f.healthzBare}, "healthz-bind-address", "IP:PORT of kube-proxy's health server: /healthz (fails when a change waits over twice the sync period, or the Node is being deleted) and /livez (empty: off)")
+	fs.Var(addrPortValue{&c.MetricsBindAddress, 10249, &f.metricsBare}, "metrics-bind-address", "IP:PORT of kube-proxy's metrics server: Prometheus /metrics and /proxyMode (empty: off)")
 	fs.BoolVar(&c.BindAddressHardFail, "bind-address-hard-fail", c.BindAddressHardFail, "exit when the health or metrics server cannot listen on its address (otherwise log it and try again every 5s)")
 	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT of the views kube-ipvs status and kube-ipvs diff read (empty: off); keep it on loopback")
 	logFlags(fs, c)
-	ignoredFlags(fs)
+	portFlags(fs, f)
+	ignoredFlags(fs, f)
+}
+
+// portFlags are kube-proxy's deprecated --healthz-port and --metrics-port:
+// 0 turns that server off; another port completes a bind address given as
+// a bare IP (kube-proxy's addressFromDeprecatedFlags). Hidden, as
+// kube-proxy hides them.
+func portFlags(fs *pflag.FlagSet, f *files) {
+	fs.Int32Var(&f.healthzPort, "healthz-port", 10256, "the health server's port; 0 turns it off (use --healthz-bind-address)")
+	fs.Int32Var(&f.metricsPort, "metrics-port", 10249, "the metrics server's port; 0 turns it off (use --metrics-bind-address)")
+	_ = fs.MarkHidden("healthz-port")
+	_ = fs.MarkHidden("metrics-port")
+	fs.Var(versionValue{&f.printVersion}, "version", "print the version and exit")
+	fs.Lookup("version").NoOptDefVal = "true"
+}
+
+// withPort is kube-proxy's addressFromDeprecatedFlags: port 0 turns the
+// server off; another port replaces the default one of an address given
+// as a bare IP, and leaves an address given with its port alone.
+func withPort(addr string, port int32, bare bool) string {
+	if port == 0 {
+		return ""
+	}
+	if ap, err := netip.ParseAddrPort(addr); err == nil && bare {
+		return netip.AddrPortFrom(ap.Addr(), uint16(port)).String()
+	}
+	return addr
 }
 
 func clientFlags(fs *pflag.FlagSet, c *config.Config) {
@@ -86,7 +122,7 @@ func shimFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade every connection to a ClusterIP")
 	fs.Int32Var(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "the fwmark bit asking for SNAT, 0..31 (mark 1<<bit; 14 is kube-proxy's and kubelet's 0x4000)")
 	fs.Var(prefixesValue{&c.ClusterCIDRs}, "cluster-cidr", "comma-separated pod CIDRs, at most one per family: connections to a ClusterIP from outside them are masqueraded")
-	fs.StringVar((*string)(&c.DetectLocalMode), "detect-local-mode", string(c.DetectLocalMode), "how pod traffic is told from the rest (connections to a ClusterIP from elsewhere are masqueraded): ClusterCIDR (--cluster-cidr), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface (--pod-bridge-interface) or InterfaceNamePrefix (--pod-interface-name-prefix)")
+	fs.Var(namedString{(*string)(&c.DetectLocalMode), "LocalMode"}, "detect-local-mode", "how pod traffic is told from the rest (connections to a ClusterIP from elsewhere are masqueraded): ClusterCIDR (--cluster-cidr), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface (--pod-bridge-interface) or InterfaceNamePrefix (--pod-interface-name-prefix)")
 	fs.StringVar(&c.BridgeInterface, "pod-bridge-interface", c.BridgeInterface, "the pods' bridge, for --detect-local-mode=BridgeInterface")
 	fs.StringVar(&c.InterfaceNamePrefix, "pod-interface-name-prefix", c.InterfaceNamePrefix, "the pods' interface name prefix, for --detect-local-mode=InterfaceNamePrefix")
 	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")
@@ -106,17 +142,34 @@ func conntrackFlags(fs *pflag.FlagSet, c *config.Config) {
 }
 
 // ignoredFlagNames are kube-proxy flags that mean nothing to kube-ipvs.
-// They are accepted, so a kube-proxy command line starts, and named in one
-// warning.
+// They are accepted, with kube-proxy's types (a boolean takes no value), so
+// a kube-proxy command line starts, and named in one warning.
 var ignoredFlagNames = []string{
-	"bind-address", "profiling", "show-hidden-metrics-for-version", "feature-gates", "oom-score-adj",
+	"profiling", "show-hidden-metrics-for-version", "feature-gates", "oom-score-adj",
 	"config-sync-period", "iptables-sync-period", "iptables-min-sync-period", "iptables-localhost-nodeports",
-	"healthz-port", "metrics-port", "vmodule", "log-flush-frequency",
+	"vmodule", "log-flush-frequency", "log-json-info-buffer-size", "log-json-split-stream",
+	"log-text-info-buffer-size", "log-text-split-stream",
 }
 
-func ignoredFlags(fs *pflag.FlagSet) {
-	for _, name := range ignoredFlagNames {
-		fs.String(name, "", "kube-proxy's; no meaning in kube-ipvs (ignored with a warning)")
+const ignoredUsage = "kube-proxy's; no meaning in kube-ipvs (ignored with a warning)"
+
+func ignoredFlags(fs *pflag.FlagSet, f *files) {
+	fs.Var(ipValue{&f.bindAddress}, "bind-address", "kube-proxy's hint of this node's primary IP; kube-ipvs reads the Node's addresses (a specific IP is warned about)")
+	fs.Bool("profiling", false, ignoredUsage)
+	fs.String("show-hidden-metrics-for-version", "", ignoredUsage)
+	fs.Var(mapStringBool{}, "feature-gates", ignoredUsage)
+	fs.Int32("oom-score-adj", -999, ignoredUsage)
+	fs.Duration("config-sync-period", 15*time.Minute, ignoredUsage)
+	fs.Duration("iptables-sync-period", 30*time.Second, ignoredUsage)
+	fs.Duration("iptables-min-sync-period", time.Second, ignoredUsage)
+	fs.Bool("iptables-localhost-nodeports", true, ignoredUsage)
+	fs.Var(vmoduleValue{}, "vmodule", ignoredUsage)
+	fs.Duration("log-flush-frequency", 5*time.Second, ignoredUsage)
+	fs.Var(quantityValue{}, "log-json-info-buffer-size", ignoredUsage)
+	fs.Bool("log-json-split-stream", false, ignoredUsage)
+	fs.Var(quantityValue{}, "log-text-info-buffer-size", ignoredUsage)
+	fs.Bool("log-text-split-stream", false, ignoredUsage)
+	for _, name := range append([]string{"bind-address"}, ignoredFlagNames...) {
 		_ = fs.MarkHidden(name)
 	}
 }
@@ -126,7 +179,7 @@ func ignoredFlags(fs *pflag.FlagSet) {
 // agent leaves alone.
 func ownershipFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.Var(portRangeValue{&c.NodePortRange}, "nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)")
-	aliased(fs, prefixesValue{&c.ExcludeCIDRs}, "ipvs-exclude-cidrs", "exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes")
+	aliased(fs, &prefixListValue{p: &c.ExcludeCIDRs}, "ipvs-exclude-cidrs", "exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes")
 }
 
 func logFlags(fs *pflag.FlagSet, c *config.Config) {
@@ -206,20 +259,45 @@ func (v prefixesValue) String() string {
 	}
 	return strings.Join(out, ",")
 }
-func (prefixesValue) Type() string { return "CIDRs" }
+func (prefixesValue) Type() string { return "string" }
 
-// stringListValue is a comma-separated list checked by a function.
+// prefixListValue is a comma-separated CIDR list that, as kube-proxy's
+// string slices do, replaces the default at its first use and appends at
+// the next.
+type prefixListValue struct {
+	p   *[]netip.Prefix
+	set bool
+}
+
+func (v *prefixListValue) Set(s string) error {
+	ps, err := config.ParsePrefixes(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	if v.set {
+		ps = append(*v.p, ps...)
+	}
+	*v.p, v.set = ps, true
+	return nil
+}
+func (v *prefixListValue) String() string { return prefixesValue{v.p}.String() }
+func (*prefixListValue) Type() string     { return "stringSlice" }
+
+// stringListValue is a comma-separated list checked by a function; as
+// kube-proxy's string slices, its first use replaces the default and the
+// next ones append.
 type stringListValue struct {
 	p     *[]string
 	check func([]string) ([]string, error)
+	given *[]string // what the flag was given so far
 }
 
 func listValue(p *[]string, check func([]string) ([]string, error)) stringListValue {
-	return stringListValue{p, check}
+	return stringListValue{p, check, new([]string)}
 }
 
 func (v stringListValue) Set(s string) error {
-	var in []string
+	in := slices.Clone(*v.given)
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			in = append(in, f)
@@ -229,7 +307,7 @@ func (v stringListValue) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	*v.p = out
+	*v.p, *v.given = out, in
 	return nil
 }
 func (v stringListValue) String() string {
@@ -238,7 +316,7 @@ func (v stringListValue) String() string {
 	}
 	return strings.Join(*v.p, ",")
 }
-func (stringListValue) Type() string { return "strings" }
+func (stringListValue) Type() string { return "stringSlice" }
 
 type portRangeValue struct{ p *model.PortRange }
 
@@ -262,7 +340,7 @@ type schedulerValue model.Scheduler
 
 func (v *schedulerValue) Set(s string) error { *v = schedulerValue(s); return nil }
 func (v *schedulerValue) String() string     { return string(*v) }
-func (*schedulerValue) Type() string         { return "scheduler" }
+func (*schedulerValue) Type() string         { return "string" }
 
 type boolValue bool
 
@@ -286,10 +364,13 @@ func (*boolValue) IsBoolFlag() bool { return true }
 type addrPortValue struct {
 	p    *string
 	port uint16
+	bare *bool // set when given as a bare IP
 }
 
 func (v addrPortValue) Set(s string) error {
-	if a, err := netip.ParseAddr(s); err == nil {
+	a, err := netip.ParseAddr(s)
+	*v.bare = err == nil
+	if err == nil {
 		s = netip.AddrPortFrom(a, v.port).String()
 	} else if _, err := netip.ParseAddrPort(s); s != "" && err != nil {
 		return fmt.Errorf("want IP:PORT or IP (port %d), or empty to turn it off", v.port)
@@ -303,7 +384,7 @@ func (v addrPortValue) String() string {
 	}
 	return *v.p
 }
-func (addrPortValue) Type() string { return "IP:PORT" }
+func (addrPortValue) Type() string { return "ipport" }
 
 type verbosityValue struct{ level *string }
 
@@ -316,7 +397,7 @@ func (v verbosityValue) Set(s string) error {
 	return nil
 }
 func (verbosityValue) String() string { return "0" }
-func (verbosityValue) Type() string   { return "level" }
+func (verbosityValue) Type() string   { return "Level" }
 
 type logFormatValue struct{ p *string }
 
@@ -334,4 +415,101 @@ func (v logFormatValue) String() string {
 	}
 	return map[string]string{"console": "text"}[*v.p] + map[string]string{"json": "json"}[*v.p]
 }
-func (logFormatValue) Type() string { return "format" }
+func (logFormatValue) Type() string { return "string" }
+
+// namedString is a string flag under kube-proxy's name for its type.
+type namedString struct {
+	p   *string
+	typ string
+}
+
+func (v namedString) Set(s string) error { *v.p = s; return nil }
+func (v namedString) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v namedString) Type() string { return v.typ }
+
+// ipValue is an IP address, as kube-proxy's --bind-address takes it.
+type ipValue struct{ p *string }
+
+func (v ipValue) Set(s string) error {
+	a, err := netip.ParseAddr(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("want an IP address")
+	}
+	*v.p = a.String()
+	return nil
+}
+func (v ipValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (ipValue) Type() string { return "ip" }
+
+// mapStringBool checks kube-proxy's --feature-gates syntax (A=true,B=false).
+type mapStringBool struct{}
+
+func (mapStringBool) Set(s string) error {
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if _, err := strconv.ParseBool(strings.TrimSpace(v)); !ok || k == "" || err != nil {
+			return fmt.Errorf("want NAME=true|false pairs, comma-separated, got %q", kv)
+		}
+	}
+	return nil
+}
+func (mapStringBool) String() string { return "" }
+func (mapStringBool) Type() string   { return "mapStringBool" }
+
+// vmoduleValue checks klog's --vmodule syntax (pattern=N,...).
+type vmoduleValue struct{}
+
+func (vmoduleValue) Set(s string) error {
+	for _, pv := range strings.Split(s, ",") {
+		p, n, ok := strings.Cut(strings.TrimSpace(pv), "=")
+		if _, err := strconv.ParseUint(n, 10, 32); !ok || p == "" || err != nil {
+			return fmt.Errorf("want pattern=N pairs, comma-separated, got %q", pv)
+		}
+	}
+	return nil
+}
+func (vmoduleValue) String() string { return "" }
+func (vmoduleValue) Type() string   { return "moduleSpec" }
+
+// quantityValue checks a resource quantity (512, 2Ki, 5M).
+type quantityValue struct{}
+
+func (quantityValue) Set(s string) error {
+	if _, err := resource.ParseQuantity(s); err != nil {
+		return fmt.Errorf("want a quantity such as 512, 2Ki or 5M")
+	}
+	return nil
+}
+func (quantityValue) String() string { return "0" }
+func (quantityValue) Type() string   { return "quantity" }
+
+// versionValue is kube-proxy's --version: true or raw prints the version
+// and exits.
+type versionValue struct{ p *bool }
+
+func (v versionValue) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "true", "raw":
+		*v.p = true
+	case "false":
+		*v.p = false
+	default:
+		return fmt.Errorf("want true, raw or false (kube-ipvs does not set a reported version)")
+	}
+	return nil
+}
+func (v versionValue) String() string { return fmt.Sprint(*v.p) }
+func (versionValue) Type() string     { return "version" }

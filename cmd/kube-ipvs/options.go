@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -38,6 +39,10 @@ func parseAgent(args []string, stdout, stderr io.Writer) (agentOptions, int) {
 	if code := parseArgs(fs, args, stdout, stderr); code >= 0 {
 		return o, code
 	}
+	if o.printVersion { // kube-proxy's --version, before anything is read
+		fmt.Fprintln(stdout, "kube-ipvs", version)
+		return o, 0
+	}
 	o.Config, o.base = config.Default(), config.DefaultKubeProxy()
 	if o.files.config != "" {
 		if err := o.readFile(); err != nil {
@@ -54,6 +59,12 @@ func parseAgent(args []string, stdout, stderr io.Writer) (agentOptions, int) {
 		return o, 2
 	}
 	o.noteFlags(fs)
+	if fs.Changed("healthz-port") {
+		o.HealthzBindAddress = withPort(o.HealthzBindAddress, o.healthzPort, o.healthzBare)
+	}
+	if fs.Changed("metrics-port") {
+		o.MetricsBindAddress = withPort(o.MetricsBindAddress, o.metricsPort, o.metricsBare)
+	}
 	if err := o.Validate(); err != nil {
 		fmt.Fprintln(stderr, invalid("agent", err))
 		return o, 2
@@ -81,7 +92,7 @@ func (o *agentOptions) readFile() error {
 // ignores most flags when --config is given (all but --hostname-override,
 // --master and the logging flags); kube-ipvs lets them win, and says so.
 func (o *agentOptions) noteFlags(fs *pflag.FlagSet) {
-	notOverriding := []string{"config", "write-config-to", "hostname-override", "master", "v", "log-level", "logging-format", "log-format",
+	notOverriding := []string{"config", "write-config-to", "version", "bind-address", "hostname-override", "master", "v", "log-level", "logging-format", "log-format",
 		"manifests", "once", "dry-run", "drain-timeout", "max-frontends-per-service", "debug-address", "service-proxy-name", "iptables-backend", "ipv4", "ipv6", "nodeport-range"}
 	fs.Visit(func(f *pflag.Flag) {
 		switch {
@@ -103,6 +114,10 @@ func (o agentOptions) warn(log *zap.Logger) {
 		log.Warn("these kube-proxy settings have no meaning in kube-ipvs and are ignored (iptables-, nftables- and Windows-only, or left to the host)",
 			zap.Strings("ignored", o.ignored))
 	}
+	if ip := o.nodeIPHint(); ip != "" {
+		log.Warn("bindAddress names this node's primary IP to kube-proxy; kube-ipvs takes it from the Node's addresses (nodePortAddresses: primary) and ignores it",
+			zap.String("bindAddress", ip))
+	}
 	if len(o.overridden) > 0 {
 		log.Info("flags override the config file (kube-proxy would ignore them)", zap.String("config", o.files.config), zap.Strings("flags", o.overridden))
 	}
@@ -112,6 +127,20 @@ func (o agentOptions) warn(log *zap.Logger) {
 	if len(o.NodePortAddresses) == 0 {
 		log.Warn("nodePortAddresses is unset; NodePort connections will be accepted on all local IPs. Consider using `--nodeport-addresses primary`")
 	}
+}
+
+// nodeIPHint is the specific IP --bind-address (or the file's bindAddress)
+// gives as the node's primary IP, or "". kube-proxy uses it for its node IP
+// (cmd/kube-proxy/app/server.go, detectNodeIPs), which kube-ipvs reads from
+// the Node instead; an unspecified address (0.0.0.0, ::) only picks the
+// family of the listeners' defaults, which the file's defaults honour.
+func (o agentOptions) nodeIPHint() string {
+	for _, s := range []string{o.files.bindAddress, o.base.BindAddress} {
+		if a, err := netip.ParseAddr(s); err == nil && !a.IsUnspecified() {
+			return a.String()
+		}
+	}
+	return ""
 }
 
 // writeConfig writes the effective configuration, as kube-proxy's
