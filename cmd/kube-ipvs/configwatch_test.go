@@ -102,3 +102,44 @@ func rewrite(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// followConfig re-reads the agent's whole command line: a changed file the
+// command line accepts ends the agent's context with errConfigChanged; one
+// it refuses (here, an empty mode) does not.
+func TestFollowConfigRereadsTheCommandLine(t *testing.T) {
+	data, err := os.ReadFile(kubeadmFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		from, to  string
+		flags     []string
+		wantCause error
+	}{
+		{"accepted", "scheduler: \"\"", "scheduler: lc", nil, errConfigChanged},
+		{"refused", "mode: ipvs", `mode: ""`, nil, nil},
+		{"accepted with the command line's override", "mode: ipvs", `mode: ""`, []string{"--proxy-mode=ipvs"}, errConfigChanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, path := configMapVolume(t, data)
+			args := append([]string{"--config", path}, tc.flags...)
+			o, _ := parse(t, args...)
+			parent, cancel := context.WithTimeout(context.Background(), 10*configSettle)
+			defer cancel()
+			ctx, stop := followConfig(parent, args, o, zap.NewNop())
+			defer stop()
+			time.Sleep(50 * time.Millisecond)
+			changed := bytes.Replace(data, []byte(tc.from), []byte(tc.to), 1)
+			if bytes.Equal(changed, data) {
+				t.Fatalf("%q not in the file", tc.from)
+			}
+			writeConfigMap(t, dir, "..2026_02", changed)
+			<-ctx.Done()
+			cause := context.Cause(ctx)
+			if tc.wantCause == nil && !errors.Is(cause, context.DeadlineExceeded) || tc.wantCause != nil && !errors.Is(cause, tc.wantCause) {
+				t.Errorf("cause %v, want %v", cause, tc.wantCause)
+			}
+		})
+	}
+}
