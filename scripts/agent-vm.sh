@@ -23,7 +23,12 @@
 #   7. `cleanup` (no flags) removes everything the agent made, the link and a
 #      Local-policy NodePort on a node address the VM does not have
 #      included, and leaves a virtual server added by hand (as keepalived
-#      would) alone.
+#      would) alone;
+#   8. a kube-proxy command line and config file: a field kube-proxy v1.37
+#      does not know is warned about and the rest applies, bare booleans
+#      (--iptables-localhost-nodeports --masquerade-all) take no value,
+#      --healthz-port=0 turns the health server off; rewriting the file exits
+#      the agent 1 with one log line, and the next start applies the new one.
 # Set UPDATE=1 to rewrite the golden file from what the kernel printed.
 set -euo pipefail
 
@@ -230,6 +235,38 @@ left=$(ipvsadm -Sn)
 [ "$left" = "-A -t 192.0.2.1:443 -s wlc" ] || fail "after cleanup the table holds: $left"
 iproute2-ip link show kube-ipvs0 >/dev/null 2>&1 && fail "kube-ipvs0 still exists after cleanup"
 echo "--- cleanup removed $(grep -c '^-D ' /tmp/cleanup.txt) virtual servers (a NodePort among them) and the link; the foreign one survived"
+
+# kube-proxy's own command line and file, and the file changing under it.
+mkdir -p /kp
+cat >/kp/config.conf <<'YAML'
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+futureField: {enabled: true}
+ipvs:
+  scheduler: rr
+YAML
+kube-ipvs agent --manifests /examples --hostname-override node-a --config /kp/config.conf --debug-address '' \
+  --iptables-localhost-nodeports --masquerade-all --healthz-port=0 --profiling >/tmp/kp.log 2>&1 &
+kp=$!
+i=0
+until ipvsadm -Ln | grep -q '10.96.0.100:80 rr'; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the agent with kube-proxy's flags never programmed: $(tail -3 /tmp/kp.log)"; sleep 0.5
+done
+grep -q 'unknown field \\"futureField\\"' /tmp/kp.log || fail "no warning about the unknown field: $(head -5 /tmp/kp.log)"
+get 10256 /healthz | head -1 | grep -q ' 200 ' && fail "--healthz-port=0 left the health server on"
+get 10249 /proxyMode | tail -1 | grep -qx ipvs || fail "the metrics server is off too: $(get 10249 /proxyMode)"
+sed -i 's/scheduler: rr/scheduler: lc/' /kp/config.conf
+i=0
+while kill -0 $kp 2>/dev/null; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail "the agent did not exit when its config file changed: $(tail -3 /tmp/kp.log)"; sleep 0.5
+done
+wait $kp; rc=$?
+[ $rc -eq 1 ] && grep -q 'the config file changed: exiting' /tmp/kp.log || fail "exit $rc on a changed file: $(tail -3 /tmp/kp.log)"
+kube-ipvs agent --manifests /examples --hostname-override node-a --config /kp/config.conf --once --log-level warn || fail "restart with the new file exited $?"
+ipvsadm -Ln | grep -q '10.96.0.100:80 lc' || fail "the new file's scheduler not applied: $(ipvsadm -Ln | grep 10.96.0.100)"
+kube-ipvs cleanup --config /kp/config.conf --log-level error >/dev/null || fail "cleanup --config exited $?"
+echo "--- kube-proxy's flags and file: unknown field warned, bare booleans, --healthz-port=0 off; a changed file exits 1 (logged: the config file changed: exiting) and the restart applies it"
 echo "agent-vm: PASS"
 GUEST
 
