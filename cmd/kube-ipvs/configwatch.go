@@ -35,8 +35,8 @@ const configSettle = 200 * time.Millisecond
 // agent goes on with the configuration it runs, rather than exit into a
 // crash loop on every node at once. Folders are watched, not the file: a
 // ConfigMap volume replaces the file by swapping a symlink (..data) beside
-// it, which a watch on the old file never reports as a write (kube-proxy's
-// watch on the file misses it).
+// it, which a watch on the file itself reports as the old file's removal,
+// not as the write or rename kube-proxy's watch exits on.
 func watchConfig(ctx context.Context, path string, loaded []byte, check func() error, log *zap.Logger) error {
 	fw := watchFolders(path, log)
 	defer fw.close()

@@ -31,19 +31,14 @@ type KubeProxyConfiguration struct {
 	kpv1.KubeProxyConfiguration
 }
 
-// kubeProxyScheme knows only v1alpha1: kube-proxy's lenient decoder has
+// kubeProxyDecoder knows only v1alpha1: kube-proxy's lenient decoder has
 // only that version registered, and so does this one.
-var kubeProxyScheme = func() *runtime.Scheme {
+func kubeProxyDecoder(strict bool) (runtime.Decoder, error) {
 	s := runtime.NewScheme()
 	if err := kpv1.AddToScheme(s); err != nil {
-		panic(fmt.Sprintf("register %s: %v", KubeProxyAPIVersion, err)) // a static registration
+		return nil, fmt.Errorf("register %s: %w", KubeProxyAPIVersion, err)
 	}
-	return s
-}()
-
-func kubeProxyDecoder(strict bool) runtime.Decoder {
-	return kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, kubeProxyScheme, kubeProxyScheme,
-		kjson.SerializerOptions{Yaml: true, Strict: strict})
+	return kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: strict}), nil
 }
 
 // DecodeKubeProxy reads a KubeProxyConfiguration (YAML or JSON) as
@@ -59,13 +54,21 @@ func DecodeKubeProxy(data []byte) (kp KubeProxyConfiguration, warnings []string,
 	if err := checkKind(data); err != nil {
 		return kp, nil, err
 	}
-	if _, _, err = kubeProxyDecoder(true).Decode(data, nil, &kp.KubeProxyConfiguration); err != nil {
+	strictDec, err := kubeProxyDecoder(true)
+	if err != nil {
+		return kp, nil, err
+	}
+	if _, _, err = strictDec.Decode(data, nil, &kp.KubeProxyConfiguration); err != nil {
 		strict, ok := runtime.AsStrictDecodingError(err)
 		if !ok {
 			return kp, nil, decodeError(data, err)
 		}
 		kp = KubeProxyConfiguration{}
-		if _, _, lerr := kubeProxyDecoder(false).Decode(data, nil, &kp.KubeProxyConfiguration); lerr != nil {
+		lenientDec, lerr := kubeProxyDecoder(false)
+		if lerr != nil {
+			return kp, nil, lerr
+		}
+		if _, _, lerr := lenientDec.Decode(data, nil, &kp.KubeProxyConfiguration); lerr != nil {
 			return kp, nil, decodeError(data, lerr)
 		}
 		for _, e := range strict.Errors() {
