@@ -149,8 +149,15 @@ func TestNamedNodePortAdopted(t *testing.T) {
 	if len(r.warn.warnings) != 0 {
 		t.Fatalf("warnings %q", r.warn.warnings)
 	}
+	// The views, on their own goroutine, read the nodePorts as the sync.
+	if ops, err := r.rec.Drift(context.Background()); err != nil || len(ops) != 0 {
+		t.Fatalf("drift after the sync: %v %v", ops, err)
+	}
 	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "np"})
 	r.sync(false)
 	r.sync(true)
 	r.expectDump(others)
+	if len(r.rec.desired.nodePorts) != 0 || len(*r.rec.pubNodePorts.Load()) != 0 {
+		t.Fatalf("nodePorts named after the Service went: %v, published %v", r.rec.desired.nodePorts, *r.rec.pubNodePorts.Load())
+	}
 }
