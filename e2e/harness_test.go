@@ -158,11 +158,12 @@ func (s *suite) close() error {
 	return errors.Join(errs...)
 }
 
-// startAgent starts an agent on the folder and waits for its first full
-// sync, so a test starts from a programmed table.
-func (s *suite) startAgent() error {
+// startAgent starts an agent on the folder, with the suite's flags and
+// extra, and waits for its first full sync, so a test starts from a
+// programmed table.
+func (s *suite) startAgent(extra ...string) error {
 	s.starts++
-	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)))
+	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)), extra...)
 	if err != nil {
 		return err
 	}
@@ -182,16 +183,16 @@ type agent struct {
 	waitErr error
 }
 
-func startAgent(dir, logPath string) (*agent, error) {
+func startAgent(dir, logPath string, extra ...string) (*agent, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the agent log: %w", err)
 	}
 	defer f.Close()
-	cmd := exec.Command(agentBin(), "agent",
+	cmd := exec.Command(agentBin(), append([]string{"agent",
 		"--manifests", dir, "--hostname-override", nodeName,
 		"--logging-format", "json", "--log-level", "debug",
-		"--ipvs-sync-period", syncPeriod, "--ipvs-min-sync-period", minSyncPeriod)
+		"--ipvs-sync-period", syncPeriod, "--ipvs-min-sync-period", minSyncPeriod}, extra...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the agent: %w", err)

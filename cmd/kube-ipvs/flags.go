@@ -178,8 +178,8 @@ func ignoredFlags(fs *pflag.FlagSet, f *files) {
 // agent and cleanup must read them alike, or cleanup would delete what the
 // agent leaves alone.
 func ownershipFlags(fs *pflag.FlagSet, c *config.Config) {
-	fs.Var(portRangeValue{&c.NodePortRange}, "nodeport-range", "NodePort range: virtual servers on node addresses with these ports are ours (default 30000-32767)")
-	aliased(fs, &prefixListValue{p: &c.ExcludeCIDRs}, "ipvs-exclude-cidrs", "exclude-cidrs", "comma-separated CIDRs whose virtual servers and addresses kube-ipvs never deletes")
+	fs.Var(portRangeValue{&c.NodePortRange}, "nodeport-range", "the API server's --service-node-port-range (default 30000-32767): a virtual server on a node address with a port in it is a NodePort, kube-proxy's left over and removed when no Service names it; one whose port a Service names as its nodePort is taken over whatever the range; one outside it that no Service names is left alone")
+	aliased(fs, &prefixListValue{p: &c.ExcludeCIDRs}, "ipvs-exclude-cidrs", "exclude-cidrs", "comma-separated CIDRs where other tools keep virtual servers (kube-proxy's ipvs.excludeCIDRs): a virtual server or address there is deleted only if kube-ipvs recorded it as its own; Services there are still served")
 }
 
 func logFlags(fs *pflag.FlagSet, c *config.Config) {

@@ -10,7 +10,7 @@ type Table struct {
 	Draining       int // real servers kept at weight 0 until their connections end
 	Invalid        int // Services skipped because they could not be translated
 	Failing        int // Services whose kernel operations failed, retried with backoff
-	Refused        int // frontends not programmed: another tool's, or inside --exclude-cidrs
+	Refused        int // frontends not programmed: another tool's, or on a reserved address
 }
 
 // TableCollector reports a Table read at scrape time. Counting is left to
@@ -34,7 +34,7 @@ func NewTable(read func() Table) *TableCollector {
 		d(DrainingReals, "Real servers kept at weight 0 until their connections end or the drain timeout passes."),
 		d(InvalidServices, "Services skipped because they could not be translated (their last good state stays in force)."),
 		d(ServiceErrors, "Services whose kernel operations failed (a scheduler the kernel lacks, say); they are retried with backoff and do not fail the sync."),
-		d(RefusedFrontends, "Frontends not programmed because another tool's virtual server holds them or their address, or they are inside --exclude-cidrs."),
+		d(RefusedFrontends, "Frontends not programmed because another tool's virtual server holds them or their address, or they are on a node's, the API server's or the pod network's address."),
 	}}
 }
 

@@ -13,9 +13,9 @@ import (
 type Why int
 
 const (
-	// Excluded: its address is inside --exclude-cidrs (or of a family not
-	// served), where the agent plans nothing at all.
-	Excluded Why = iota + 1
+	// Unserved: its address is of a family the agent does not serve, where
+	// it plans nothing at all.
+	Unserved Why = iota + 1
 	// Foreign: its virtual server exists and is not ours (keepalived's,
 	// say); creating or updating it would take it over, and deleting it
 	// with the Service would destroy the other tool's.
@@ -35,8 +35,8 @@ const (
 
 func (w Why) String() string {
 	switch w {
-	case Excluded:
-		return "excluded"
+	case Unserved:
+		return "unserved-family"
 	case Foreign:
 		return "foreign"
 	case SharedAddr:
@@ -60,8 +60,8 @@ type Refusal struct {
 // String says what was refused and why, for the Service's owner.
 func (r Refusal) String() string {
 	switch r.Why {
-	case Excluded:
-		return fmt.Sprintf("frontend %s is inside the excluded CIDRs: not served", r.Key)
+	case Unserved:
+		return fmt.Sprintf("frontend %s is of an address family the agent does not serve: not served", r.Key)
 	case Foreign:
 		return fmt.Sprintf("frontend %s is a virtual server the agent does not own: not served, left to its owner", r.Key)
 	case ReservedAddr:
@@ -72,8 +72,8 @@ func (r Refusal) String() string {
 
 // Plan is Diff that also returns the desired frontends it refused. The
 // ownership rule that guards deletes guards creates and updates too: a
-// desired frontend that is inside the excluded CIDRs, or exists in the
-// kernel and is not ours, or whose address (to be bound) carries a
+// desired frontend of a family not served, or that exists in the kernel
+// and is not ours, or whose address (to be bound) carries a
 // virtual server not ours, is taken out of desired before diffing, with
 // its set members on both sides (so they are neither added nor deleted)
 // and its address. It is here, in the pure diff, so that every caller
@@ -97,8 +97,8 @@ func (o Owner) refusals(desired, observed model.State) []Refusal {
 	for k := range desired.Services {
 		switch by, foreignAddr := o.foreignOn(k.Addr, desired); {
 		case k.FWMark != 0:
-		case !o.OwnsAddr(k.Addr):
-			out = append(out, Refusal{Key: k, Why: Excluded})
+		case !o.policy.Families.Has(k.Addr):
+			out = append(out, Refusal{Key: k, Why: Unserved})
 		case o.claimsReserved(k):
 			out = append(out, Refusal{Key: k, Why: ReservedAddr})
 		case o.isForeign(k, observed):
@@ -125,10 +125,15 @@ func (o Owner) Made(made map[model.VSKey]struct{}) Owner {
 	return o
 }
 
-// claims tells whether the agent may create, change or bind for k.
+// claims tells whether the agent may create, change or bind for k: one
+// it made or owns, or one it may adopt, inside the excluded CIDRs too. A
+// desired frontend there that kube-proxy made (its address bound on our
+// link, or a NodePort) is taken over, as kube-proxy itself takes over
+// whatever virtual server a Service names; any other virtual server there
+// is refused as another tool's.
 func (o Owner) claims(k model.VSKey) bool {
 	_, made := o.made[k]
-	return made || o.OwnsService(k)
+	return made || o.recorded(k) || o.adoptable(k)
 }
 
 // isForeign tells whether k exists in the kernel and is not ours.
@@ -178,7 +183,8 @@ func (f *foreignIndex) on(o Owner) map[netip.Addr]model.VSKey {
 }
 
 // withoutRefused returns desired without the refused frontends, the set
-// members of refused or excluded frontends and the addresses refused, and
+// members of refused frontends or of a family not served and the
+// addresses refused, and
 // observed without those frontends and set members, so that the diff plans
 // no operation at all on them (not even the removal of a set member or
 // virtual server of ours that a refused frontend still has). A frontend
@@ -201,23 +207,25 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 	keepEntry := func(skip map[model.VSKey]bool) func(model.SetEntry) bool {
 		return func(e model.SetEntry) bool {
 			k, ok := FrontendOf(e)
-			return !ok || (!skip[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
+			return !ok || (!skip[k] && owner.policy.Families.Has(k.Addr) && !owner.isForeign(k, observed))
 		}
 	}
+	keepAddr := func(a netip.Addr) bool {
+		_, foreign := owner.foreignOn(a, desired)
+		return owner.policy.Families.Has(a) && !foreign && !reserved.Has(a)
+	}
 	keepDesiredEntry := func(e model.SetEntry) bool {
-		if shim.KindOf(e) == shim.VIPs && reserved.Has(e.Addr()) {
+		// A VIP member guards an address as bound by us (and records it as
+		// ours inside the excluded CIDRs): none for an address not bound.
+		if shim.KindOf(e) == shim.VIPs && !keepAddr(e.Addr()) {
 			return false
 		}
-		if k, ok := FrontendOf(e); ok && owner.claimsReserved(k) {
+		if k, ok := FrontendOf(e); ok && (owner.claimsReserved(k) || adoptsUnwanted(k, desired, observed, owner)) {
 			return false // no member makes a frontend there look ours
 		}
 		return keepEntry(gone)(e)
 	}
 	keepObservedEntry := keepEntry(leftAlone)
-	keepAddr := func(a netip.Addr) bool {
-		_, foreign := owner.foreignOn(a, desired)
-		return owner.OwnsAddr(a) && !foreign && !reserved.Has(a)
-	}
 	if len(gone) == 0 && all(desired.Addrs, keepAddr) && all(desired.Sets, keepDesiredEntry) && all(observed.Sets, keepObservedEntry) {
 		return desired, observed
 	}
@@ -229,6 +237,18 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 			Addrs: observed.Addrs, Sets: filter(observed.Sets, keepObservedEntry)}
 	}
 	return d, o
+}
+
+// adoptsUnwanted tells whether a member naming k would record as ours a
+// virtual server in the kernel that no desired one is and that the agent
+// may only adopt for a Service naming it (inside the excluded CIDRs): the
+// record would make it ours to delete.
+func adoptsUnwanted(k model.VSKey, desired, observed model.State, owner Owner) bool {
+	if _, wanted := desired.Services[k]; wanted {
+		return false
+	}
+	_, exists := observed.Services[k]
+	return exists && !owner.OwnsService(k)
 }
 
 // all tells whether keep holds for every key of m.

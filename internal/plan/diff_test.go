@@ -259,7 +259,12 @@ func TestNewOwner(t *testing.T) {
 	observed.Sets[shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(unbound, 80))] = struct{}{}
 	oldNode := netip.MustParseAddr("192.168.1.9") // the node's address before it changed
 	observed.Sets[shim.Entry(shim.Frontends, oldNode, model.TCP, 30081)] = struct{}{}
-	o := NewOwner(observed, []netip.Addr{node1}, testPolicy)
+	exclRecorded, exclBound := netip.MustParseAddr("10.96.9.1"), netip.MustParseAddr("10.96.9.2")
+	observed.Sets[shim.Entry(shim.Frontends, exclRecorded, model.TCP, 80)] = struct{}{}
+	observed.Addrs[exclBound] = struct{}{}
+	p := testPolicy
+	p.NodePorts = map[NodePort]struct{}{{model.TCP, 20080}: {}}
+	o := NewOwner(observed, []netip.Addr{node1}, p)
 	for _, tt := range []struct {
 		key  model.VSKey
 		want bool
@@ -274,6 +279,10 @@ func TestNewOwner(t *testing.T) {
 		{model.NewVSKey(model.TCP, oldNode, 30082), false},                       // not recorded
 		{model.NewVSKey(model.TCP, ext, 443), false},                             // foreign
 		{model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.9.9"), 80), false}, // excluded
+		{model.NewVSKey(model.TCP, exclRecorded, 80), true},                      // excluded, recorded
+		{model.NewVSKey(model.TCP, exclBound, 80), false},                        // excluded, bound on our link
+		{model.NewVSKey(model.TCP, node1, 20080), true},                          // node port named, out of range
+		{model.NewVSKey(model.UDP, node1, 20080), false},                         // another protocol
 		{model.VSKey{FWMark: 7}, false},
 	} {
 		if got := o.OwnsService(tt.key); got != tt.want {
@@ -307,8 +316,7 @@ func TestPlanRefuses(t *testing.T) {
 			"frontend -t 192.168.1.200:443 is a virtual server the agent does not own: not served, left to its owner"},
 		{"its address, another port", state([]netip.Addr{ext}, svc(kExt80, "rr")), "",
 			"frontend -t 192.168.1.200:80: its address carries -t 192.168.1.200:443, a virtual server the agent does not own: not served, its address not bound"},
-		{"excluded", state([]netip.Addr{kExcl.Addr}, svc(kExcl, "rr")), "",
-			"frontend -t 10.96.9.9:80 is inside the excluded CIDRs: not served"},
+		{"excluded: served all the same", state([]netip.Addr{kExcl.Addr}, svc(kExcl, "rr")), "-A -t 10.96.9.9:80 -s rr\nip addr add 10.96.9.9/32\n", ""},
 		{"a NodePort beside a foreign port on the node address", state(nil, svc(kNode, "rr")), "-A -t 192.168.1.10:30080 -s rr\n", ""},
 		{"ours beside", state([]netip.Addr{vip1}, svc(k1, "rr")), "-A -t 10.96.0.1:80 -s rr\nip addr add 10.96.0.1/32\n", ""},
 	} {
@@ -443,4 +451,117 @@ ipset del KUBE-IPVS-VIPS 192.168.1.10
 	if !slices.Equal(got, wantRefused) {
 		t.Errorf("refused %q, want %q", got, wantRefused)
 	}
+}
+
+// TestExcludedCIDRs: --ipvs-exclude-cidrs means what kube-proxy's
+// ipvs.excludeCIDRs means: nothing there that is not ours is deleted,
+// unbound or taken over, and Services there are served; what the agent
+// made there (recorded in its sets) is removed with its Service.
+func TestExcludedCIDRs(t *testing.T) {
+	addr := netip.MustParseAddr("10.96.9.20") // inside testPolicy's excluded CIDRs
+	k := model.NewVSKey(model.TCP, addr, 80)
+	kOther := model.NewVSKey(model.TCP, addr, 443)
+	members := []model.SetEntry{shim.Entry(shim.Frontends, addr, model.TCP, 80), shim.Entry(shim.ClusterIP, addr, model.TCP, 80), shim.VIPEntry(addr)}
+	served := func() model.State {
+		return withMembers(state([]netip.Addr{addr}, svc(k, "rr", rs("10.244.0.2:8080", 1))), members...)
+	}
+	for _, tt := range []struct {
+		name              string
+		desired, observed model.State
+		ops, refused      string
+	}{
+		{name: "a Service there is served", desired: served(), observed: model.NewState(), ops: `ipset add KUBE-IPVS-FRONTENDS 10.96.9.20,tcp:80
+-A -t 10.96.9.20:80 -s rr
+-a -t 10.96.9.20:80 -r 10.244.0.2:8080 -m -w 1
+ipset add KUBE-IPVS-CLUSTER-IP 10.96.9.20,tcp:80
+ipset add KUBE-IPVS-VIPS 10.96.9.20
+ip addr add 10.96.9.20/32
+`},
+		{name: "ours there goes with its Service", desired: model.NewState(), observed: served(), ops: `-D -t 10.96.9.20:80
+ip addr del 10.96.9.20/32
+ipset del KUBE-IPVS-CLUSTER-IP 10.96.9.20,tcp:80
+ipset del KUBE-IPVS-FRONTENDS 10.96.9.20,tcp:80
+ipset del KUBE-IPVS-VIPS 10.96.9.20
+`},
+		{name: "another tool's there survives", desired: model.NewState(), observed: state(nil, svc(k, "wlc"))},
+		{name: "another tool's there is not taken over", desired: served(), observed: state(nil, svc(k, "wlc")),
+			refused: "frontend -t 10.96.9.20:80 is a virtual server the agent does not own: not served, left to its owner"},
+		{name: "kube-proxy's there, not named: neither deleted nor unbound", desired: model.NewState(),
+			observed: state([]netip.Addr{addr}, svc(k, "rr", rs("10.244.0.9:8080", 1)))},
+		{name: "kube-proxy's there, named by a Service: taken over", desired: served(),
+			observed: state([]netip.Addr{addr}, svc(k, "rr", rs("10.244.0.9:8080", 1)), svc(kOther, "rr")), ops: `ipset add KUBE-IPVS-FRONTENDS 10.96.9.20,tcp:80
+-a -t 10.96.9.20:80 -r 10.244.0.2:8080 -m -w 1
+ipset add KUBE-IPVS-CLUSTER-IP 10.96.9.20,tcp:80
+ipset add KUBE-IPVS-VIPS 10.96.9.20
+-d -t 10.96.9.20:80 -r 10.244.0.9:8080
+`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ops, refused := Plan(tt.desired, tt.observed, testOwner(tt.observed))
+			var why []string
+			for _, r := range refused {
+				why = append(why, r.String())
+			}
+			if got := render(ops); got != tt.ops || strings.Join(why, "\n") != tt.refused {
+				t.Errorf("ops:\n%s\nrefused: %q\nwant ops:\n%s\nrefused: %q", got, why, tt.ops, tt.refused)
+			}
+		})
+	}
+}
+
+// TestNamedNodePorts: a virtual server on a node address is a NodePort,
+// to adopt, because a Service names its port as a nodePort, whatever
+// --nodeport-range says (a cluster with its own
+// --service-node-port-range); one on a port outside the range that no
+// Service names is left alone, as it could be any tool's.
+func TestNamedNodePorts(t *testing.T) {
+	k := model.NewVSKey(model.TCP, node1, 20080) // outside testPolicy's range
+	kStale := model.NewVSKey(model.TCP, node1, 20081)
+	kInRange := model.NewVSKey(model.TCP, node1, 30081)
+	named := testPolicy
+	named.NodePorts = map[NodePort]struct{}{{model.TCP, 20080}: {}}
+	named.Reserved = NewReserved([]netip.Addr{node1}, nil) // the Node's own address
+	kubeProxys := func() model.State {
+		return state(nil, svc(k, "rr", rs("10.244.0.9:8080", 1)), svc(kStale, "rr"), svc(kInRange, "rr"))
+	}
+	desired := withMembers(state(nil, svc(k, "rr", rs("10.244.0.2:8080", 1))), shim.Entry(shim.Frontends, node1, model.TCP, 20080))
+	for _, tt := range []struct {
+		name         string
+		policy       OwnerPolicy
+		desired      model.State
+		ops, refused string
+	}{
+		{name: "named: adopted, the stale one in range removed", policy: named, desired: desired, ops: `ipset add KUBE-IPVS-FRONTENDS 192.168.1.10,tcp:20080
+-a -t 192.168.1.10:20080 -r 10.244.0.2:8080 -m -w 1
+-d -t 192.168.1.10:20080 -r 10.244.0.9:8080
+-D -t 192.168.1.10:30081
+`},
+		{name: "not named: refused on the node's address", policy: withReserved(testPolicy, named.Reserved), desired: desired, ops: "-D -t 192.168.1.10:30081\n",
+			refused: "frontend -t 192.168.1.10:20080 is on an address of a node, of this host, of the API server or of the pod network: not served, its address not bound"},
+		{name: "no Service: only the one in range removed", policy: withReserved(testPolicy, named.Reserved), desired: model.NewState(), ops: "-D -t 192.168.1.10:30081\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			observed := kubeProxys()
+			ops, refused := Plan(tt.desired, observed, NewOwner(observed, []netip.Addr{node1}, tt.policy))
+			var why []string
+			for _, r := range refused {
+				why = append(why, r.String())
+			}
+			if got := render(ops); got != tt.ops || strings.Join(why, "\n") != tt.refused {
+				t.Errorf("ops:\n%s\nrefused: %q\nwant ops:\n%s\nrefused: %q", got, why, tt.ops, tt.refused)
+			}
+		})
+	}
+}
+
+func withMembers(s model.State, es ...model.SetEntry) model.State {
+	for _, e := range es {
+		s.Sets[e] = struct{}{}
+	}
+	return s
+}
+
+func withReserved(p OwnerPolicy, r Reserved) OwnerPolicy {
+	p.Reserved = r
+	return p
 }

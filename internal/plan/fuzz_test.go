@@ -14,6 +14,9 @@ import (
 var (
 	fuzzAddrs = []netip.Addr{vip1, vip2, vip6, node1, ext, excludedVIP}
 	fuzzReals = []string{"10.244.0.2:80", "10.244.0.3:80", "[fd00:244::2]:80"}
+	// fuzzPorts: a Service port, one inside the NodePort range, one
+	// outside it that genNodePorts may name as a nodePort.
+	fuzzPorts = []uint16{80, 30080, 20080}
 )
 
 // genState decodes bytes into a state; every byte sequence is valid.
@@ -31,7 +34,7 @@ func genState(data []byte) model.State {
 		b := next()
 		addr := fuzzAddrs[int(b)%len(fuzzAddrs)]
 		proto := []model.Protocol{model.TCP, model.UDP, model.SCTP}[int(b>>3)%3]
-		port := []uint16{80, 30080}[int(b>>5)%2]
+		port := fuzzPorts[int(b>>5)%len(fuzzPorts)]
 		k := model.NewVSKey(proto, addr, port)
 		v := svc(k, []model.Scheduler{"rr", "sh", "lc"}[int(next())%3])
 		if b&0x80 != 0 {
@@ -67,6 +70,9 @@ var fuzzEntries = []model.SetEntry{
 	shim.VIPEntry(vip1),
 	shim.VIPEntry(node1),
 	shim.Entry(shim.Frontends, node1, model.TCP, 80),
+	shim.Entry(shim.Frontends, excludedVIP, model.TCP, 80),
+	shim.VIPEntry(excludedVIP),
+	shim.Entry(shim.Frontends, node1, model.TCP, 20080),
 }
 
 // genReserved decodes bytes into the reserved addresses: each bit of the
@@ -99,11 +105,76 @@ func genReserved(data []byte) Reserved {
 	return NewReserved(pick(0), prefixes).WithHostOnly(pick(1)).WithUnbound(unbound).WithExempt(pick(3))
 }
 
-// fuzzOwner is testOwner with addresses reserved.
-func fuzzOwner(observed model.State, reserved Reserved) Owner {
+// genNodePorts decodes the fifth byte into the nodePorts the Services
+// name: each of its low bits one protocol's port 20080, outside the range.
+func genNodePorts(data []byte) map[NodePort]struct{} {
+	out := map[NodePort]struct{}{}
+	if len(data) < 5 {
+		return out
+	}
+	for i, proto := range []model.Protocol{model.TCP, model.UDP, model.SCTP} {
+		if data[4]&(1<<i) != 0 {
+			out[NodePort{Proto: proto, Port: 20080}] = struct{}{}
+		}
+	}
+	return out
+}
+
+// fuzzOwner is testOwner with addresses reserved and nodePorts named.
+func fuzzOwner(observed model.State, reserved Reserved, nodePorts map[NodePort]struct{}) Owner {
 	p := testPolicy
-	p.Reserved = reserved
+	p.Reserved, p.NodePorts = reserved, nodePorts
 	return NewOwner(observed, []netip.Addr{node1}, p)
+}
+
+// The ownership oracle spells out, apart from the code, what is ours.
+// testPolicy serves both families; firewall-mark services are never
+// generated.
+
+// oracleExcluded: a is inside the excluded CIDRs.
+func oracleExcluded(a netip.Addr) bool { return testPolicy.Exclude[0].Contains(a) }
+
+// oracleRecorded: one of our frontend sets names k.
+func oracleRecorded(k model.VSKey, observed model.State) bool {
+	for _, kind := range []shim.SetKind{shim.ClusterIP, shim.External, shim.Firewall, shim.NoEndpoints, shim.Frontends} {
+		if _, ok := observed.Sets[shim.Entry(kind, k.Addr, k.Proto, k.Port)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// oracleNodePort: k is on the node's address, on a port inside the range
+// or named as a nodePort.
+func oracleNodePort(k model.VSKey, owner Owner) bool {
+	_, named := owner.policy.NodePorts[NodePort{Proto: k.Proto, Port: k.Port}]
+	return k.Addr == node1 && (named || (k.Port >= 30000 && k.Port <= 32767))
+}
+
+// oracleAdoptable: k's address is bound on our link and not reserved, or
+// k is a NodePort.
+func oracleAdoptable(k model.VSKey, observed model.State, owner Owner) bool {
+	_, bound := observed.Addrs[k.Addr]
+	return (bound && !reservedAddr(k.Addr, owner)) || oracleNodePort(k, owner)
+}
+
+// oracleOwns: k is ours to delete: recorded, or adoptable outside the
+// excluded CIDRs.
+func oracleOwns(k model.VSKey, observed model.State, owner Owner) bool {
+	return oracleRecorded(k, observed) || (!oracleExcluded(k.Addr) && oracleAdoptable(k, observed, owner))
+}
+
+// oracleClaims: k is ours to create or change: recorded, or adoptable,
+// inside the excluded CIDRs too.
+func oracleClaims(k model.VSKey, observed model.State, owner Owner) bool {
+	return oracleRecorded(k, observed) || oracleAdoptable(k, observed, owner)
+}
+
+// oracleOwnsAddr: an address on our link is ours to unbind: outside the
+// excluded CIDRs, or recorded in our VIPs set.
+func oracleOwnsAddr(a netip.Addr, observed model.State) bool {
+	_, recorded := observed.Sets[shim.VIPEntry(a)]
+	return !oracleExcluded(a) || recorded
 }
 
 // reservedFor spells out, apart from the code, whether a is reserved
@@ -134,16 +205,16 @@ func reservedAddr(a netip.Addr, owner Owner) bool {
 func claimsReserved(k model.VSKey, owner Owner) bool {
 	all, host := reservedFor(k.Addr, owner)
 	_, unbound := owner.policy.Reserved.unbound[k]
-	return (all || (host && !unbound)) && !(k.Addr == node1 && testPolicy.NodePortRange.Contains(k.Port))
+	return (all || (host && !unbound)) && !oracleNodePort(k, owner)
 }
 
 // excludedVIP is inside testPolicy's excluded CIDRs.
 var excludedVIP = netip.MustParseAddr("10.96.9.9")
 
 // refused spells out, apart from the code, which desired frontends the
-// diff must leave alone: one inside the excluded CIDRs, one that exists
-// and is not ours, one whose address is to be bound and carries a
-// virtual server not ours.
+// diff must leave alone: one on a reserved address, one that exists and
+// is not ours, one whose address is to be bound and carries a virtual
+// server not ours.
 func refused(k model.VSKey, desired, observed model.State, owner Owner) bool {
 	return leftAlone(k, desired, observed, owner) || reservedRefused(k, owner)
 }
@@ -151,18 +222,15 @@ func refused(k model.VSKey, desired, observed model.State, owner Owner) bool {
 // reservedRefused: a frontend refused for its reserved address; what is
 // ours of it is removed.
 func reservedRefused(k model.VSKey, owner Owner) bool {
-	return owner.OwnsAddr(k.Addr) && claimsReserved(k, owner)
+	return claimsReserved(k, owner)
 }
 
 // leftAlone: a frontend refused and left as it is, in desired and observed.
 func leftAlone(k model.VSKey, desired, observed model.State, owner Owner) bool {
-	if !owner.OwnsAddr(k.Addr) {
-		return true
-	}
 	if claimsReserved(k, owner) {
 		return false
 	}
-	if _, ok := observed.Services[k]; ok && !owner.OwnsService(k) {
+	if _, ok := observed.Services[k]; ok && !oracleClaims(k, observed, owner) {
 		return true
 	}
 	_, vip := desired.Addrs[k.Addr]
@@ -175,7 +243,7 @@ func foreignAddr(a netip.Addr, observed model.State, owner Owner) bool {
 		return false
 	}
 	for k := range observed.Services {
-		if k.Addr == a && !owner.OwnsService(k) {
+		if k.Addr == a && !oracleClaims(k, observed, owner) {
 			return true
 		}
 	}
@@ -200,22 +268,22 @@ func expect(desired, observed model.State, owner Owner) model.State {
 	}
 	for k, v := range observed.Services {
 		_, wanted := desired.Services[k]
-		if (wanted && leftAlone(k, desired, observed, owner)) || ((!wanted || reservedRefused(k, owner)) && !owner.OwnsService(k)) {
+		if (wanted && leftAlone(k, desired, observed, owner)) || ((!wanted || reservedRefused(k, owner)) && !oracleOwns(k, observed, owner)) {
 			want.Services[k] = v.Clone()
 		}
 	}
 	for a := range desired.Addrs {
-		if owner.OwnsAddr(a) && !foreignAddr(a, observed, owner) && !reservedAddr(a, owner) {
+		if bindable(a, observed, owner) {
 			want.Addrs[a] = struct{}{}
 		}
 	}
 	for a := range observed.Addrs {
-		if !owner.OwnsAddr(a) {
+		if !oracleOwnsAddr(a, observed) {
 			want.Addrs[a] = struct{}{}
 		}
 	}
-	// Members of refused frontends, and of any frontend in the excluded
-	// CIDRs, are neither added nor removed.
+	// Members of refused frontends, and of any frontend that exists and is
+	// not ours, are neither added nor removed.
 	refusedEntry := func(e model.SetEntry) bool {
 		k := entryKey(e)
 		if !k.Addr.IsValid() {
@@ -223,16 +291,22 @@ func expect(desired, observed model.State, owner Owner) model.State {
 		}
 		_, wanted := desired.Services[k]
 		_, exists := observed.Services[k]
-		return !owner.OwnsAddr(k.Addr) || (exists && !owner.OwnsService(k)) || (wanted && leftAlone(k, desired, observed, owner))
+		return (exists && !oracleClaims(k, observed, owner)) || (wanted && leftAlone(k, desired, observed, owner))
 	}
-	// A reserved address's VIP member, and the members of a frontend
-	// refused for its reserved address, are not added.
+	// The VIP member of an address not bound, and the members of a
+	// frontend refused for its reserved address, are not added.
 	notAdded := func(e model.SetEntry) bool {
 		if shim.KindOf(e) == shim.VIPs {
-			return reservedAddr(e.Addr(), owner)
+			_, vip := desired.Addrs[e.Addr()]
+			return reservedAddr(e.Addr(), owner) || (vip && !bindable(e.Addr(), observed, owner))
 		}
 		k := entryKey(e)
-		return k.Addr.IsValid() && reservedRefused(k, owner)
+		_, wanted := desired.Services[k]
+		_, exists := observed.Services[k]
+		// Nor one that would record as ours a virtual server no Service
+		// names and that is not ours to delete.
+		unwanted := !wanted && exists && !oracleOwns(k, observed, owner)
+		return k.Addr.IsValid() && (reservedRefused(k, owner) || unwanted)
 	}
 	for e := range desired.Sets {
 		if !refusedEntry(e) && !notAdded(e) {
@@ -247,10 +321,16 @@ func expect(desired, observed model.State, owner Owner) model.State {
 	return want
 }
 
+// bindable: a desired address the diff binds: not reserved, and not
+// carrying a virtual server not ours unless already bound.
+func bindable(a netip.Addr, observed model.State, owner Owner) bool {
+	return !foreignAddr(a, observed, owner) && !reservedAddr(a, owner)
+}
+
 // checkOps holds the invariants every single operation must keep: never
-// one on a virtual server or frontend not ours, never one inside the
-// excluded CIDRs, never a bind of an address that carries a virtual server
-// not ours.
+// one on a virtual server or frontend not ours, never a delete or an
+// unbind inside the excluded CIDRs of what we did not record, never a
+// bind of an address that carries a virtual server not ours.
 func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
 	t.Helper()
 	for _, op := range ops {
@@ -258,13 +338,16 @@ func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
 		if op.Kind == AddSetEntry || op.Kind == DeleteSetEntry {
 			k = entryKey(op.Entry)
 		}
-		if _, ok := observed.Services[k]; ok && k.Addr.IsValid() && !owner.OwnsService(k) {
+		if _, ok := observed.Services[k]; ok && k.Addr.IsValid() && !oracleClaims(k, observed, owner) {
 			t.Fatalf("%s: an operation on a virtual server not ours", op)
 		}
-		for _, a := range []netip.Addr{k.Addr, op.Addr} {
-			if a.IsValid() && testPolicy.Exclude[0].Contains(a) {
-				t.Fatalf("%s: an operation inside the excluded CIDRs", op)
-			}
+		switch {
+		case op.Kind == DeleteService && !oracleOwns(k, observed, owner):
+			t.Fatalf("%s: deletes a virtual server not ours", op)
+		case op.Kind == DeleteService && oracleExcluded(k.Addr) && !oracleRecorded(k, observed):
+			t.Fatalf("%s: deletes a virtual server inside the excluded CIDRs that we did not record", op)
+		case op.Kind == UnbindAddr && !oracleOwnsAddr(op.Addr, observed):
+			t.Fatalf("%s: unbinds an address inside the excluded CIDRs that we did not record", op)
 		}
 		if op.Kind == BindAddr && foreignAddr(op.Addr, observed, owner) {
 			t.Fatalf("%s: binds an address that carries a virtual server not ours", op)
@@ -311,9 +394,13 @@ func FuzzDiff(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{0x09})
 	f.Add([]byte{2, 3, 1, 3, 1, 0x08, 4, 1, 2, 0}, []byte{2, 3, 9, 2, 1, 3, 2, 0x30}, []byte{0x89})
 	f.Add([]byte{3, 1, 2, 0xff, 1, 9, 0, 7, 1}, []byte{2, 0x81, 1, 5, 0, 4, 2, 3}, []byte{0x80, 0x13, 0x11, 0x02})
+	// A Service inside the excluded CIDRs over kube-proxy's virtual server
+	// there (its address bound on our link) and another tool's beside it;
+	// a NodePort outside the range, named, over one on the node address.
+	f.Add([]byte{2, 0x05, 0, 1, 1, 0x4b, 0, 1, 0, 0}, []byte{3, 0x05, 0, 0x0d, 1, 0x4b, 0, 2, 0, 0x0b, 1, 0, 0, 0}, []byte{0, 0, 0, 0, 0x01})
 	f.Fuzz(func(t *testing.T, d, o, r []byte) {
-		desired, observed, reserved := genState(d), genState(o), genReserved(r)
-		owner := fuzzOwner(observed, reserved)
+		desired, observed, reserved, nodePorts := genState(d), genState(o), genReserved(r), genNodePorts(r)
+		owner := fuzzOwner(observed, reserved, nodePorts)
 		// Without reserved addresses: a reserved address bound on the link
 		// is unbound even when a Service asks for it.
 		if ops := Diff(observed, observed, testOwner(observed)); len(ops) != 0 {
@@ -333,7 +420,7 @@ func FuzzDiff(f *testing.F) {
 		// A fresh owner, as the next full sync builds: nothing the diff did
 		// (no bind, no set member) may have made a virtual server not ours
 		// look ours, so the next diff has nothing left to do.
-		if again := Diff(desired, got, fuzzOwner(got, reserved)); len(again) != 0 {
+		if again := Diff(desired, got, fuzzOwner(got, reserved, nodePorts)); len(again) != 0 {
 			t.Fatalf("not converged, second diff:\n%s", render(again))
 		}
 	})

@@ -8,13 +8,27 @@ import (
 )
 
 // OwnerPolicy is what the flags say about ownership: the NodePort range,
-// the excluded CIDRs and the families the agent serves; and the addresses
-// no Service may claim.
+// the excluded CIDRs and the families the agent serves; what the Services
+// say (the nodePorts they name); and the addresses no Service may claim.
 type OwnerPolicy struct {
 	NodePortRange model.PortRange
-	Exclude       []netip.Prefix
-	Families      model.Families
-	Reserved      Reserved
+	// NodePorts are the protocols and ports the Services name as their
+	// nodePorts, inside the range or not: the API server allocates them
+	// from its own --service-node-port-range, which need not be the
+	// agent's --nodeport-range. Read only while the owner is in use.
+	NodePorts map[NodePort]struct{}
+	// Exclude are kube-proxy's ipvs.excludeCIDRs: where other tools keep
+	// virtual servers. Nothing there is ours unless our sets record it;
+	// Services there are still served.
+	Exclude  []netip.Prefix
+	Families model.Families
+	Reserved Reserved
+}
+
+// NodePort is a protocol and port a Service names as its nodePort.
+type NodePort struct {
+	Proto model.Protocol
+	Port  uint16
 }
 
 // Owner is the single predicate that decides what the agent may delete.
@@ -53,50 +67,83 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 	return o
 }
 
-// OwnsService tells whether a virtual server is ours to delete: its
-// address is bound to our link, or one of our sets names it as a frontend,
-// or it is a node address with a port in the NodePort range; and it is
-// neither excluded nor of a disabled family. A reserved address is never
-// ours because it is on our link: a node's or the API server's address
-// bound there (by an older agent, or by hand) would otherwise make the
-// virtual servers another tool keeps on it ours, to take over or delete.
+// OwnsService tells whether a virtual server is ours to delete: one of
+// our sets names it as a frontend; or, outside the excluded CIDRs, it is
+// adoptable (see adoptable). Never a virtual server of a family not
+// served, nor a firewall-mark one.
 //
 // The Frontends set is what makes ownership durable: the agent records
 // every frontend there before creating it, so its record outlives restarts,
-// node address changes and the Node's deletion. The other two rules adopt
-// what was made before such records existed: the link rule the VIPs
-// kube-proxy left on kube-ipvs0, the NodePort rule kube-proxy's (and older
-// agents') NodePort virtual servers on node addresses, which no set of
-// ours names and which a migrating agent must take over, not refuse. The
-// API server reserves that port range for NodePorts, so no one else's
-// server belongs there.
+// node address changes, the Node's deletion, and holds inside the excluded
+// CIDRs too: a Service served there has its virtual server removed with
+// it. Inside them nothing else is ours, as kube-proxy never deletes a
+// virtual server there (cleanLegacyService skips isIPInExcludeCIDRs): that
+// is where keepalived and other tools keep theirs.
 func (o Owner) OwnsService(k model.VSKey) bool {
-	if k.FWMark != 0 || !o.OwnsAddr(k.Addr) {
+	return o.recorded(k) || (!o.excluded(k.Addr) && o.adoptable(k))
+}
+
+// recorded tells whether one of our sets names k, a frontend of a family
+// served.
+func (o Owner) recorded(k model.VSKey) bool {
+	return k.FWMark == 0 && o.policy.Families.Has(k.Addr) && o.namedBySet(k)
+}
+
+// adoptable tells whether k is what kube-proxy (or an agent before the
+// records) made, which a migrating agent must take over, not refuse: its
+// address is bound to our link (the VIPs kube-proxy left on kube-ipvs0),
+// or it is a NodePort (nodePort). A reserved address is never ours
+// because it is on our link: a node's or the API server's address bound
+// there (by an older agent, or by hand) would otherwise make the virtual
+// servers another tool keeps on it ours, to take over or delete. Inside
+// the excluded CIDRs this adopts a frontend a Service names (claims) and
+// never deletes (OwnsService).
+func (o Owner) adoptable(k model.VSKey) bool {
+	if k.FWMark != 0 || !o.policy.Families.Has(k.Addr) {
 		return false
 	}
 	if _, ok := o.linkAddrs[k.Addr]; ok && !o.policy.Reserved.Has(k.Addr) {
 		return true
 	}
-	if o.namedBySet(k) {
-		return true
+	return o.nodePort(k)
+}
+
+// nodePort tells whether k is a NodePort's virtual server: on a node
+// address, with a port some Service names as its nodePort (so that a
+// cluster whose API server has its own --service-node-port-range keeps
+// its NodePorts through a migration), or one inside --nodeport-range, which
+// the API server keeps for NodePorts, so that kube-proxy's NodePorts of
+// Services deleted while no proxy ran are removed too. A virtual server on
+// a node address on another port that no Service names could be any
+// tool's: it is left alone.
+func (o Owner) nodePort(k model.VSKey) bool {
+	if _, node := o.nodeAddrs[k.Addr]; !node {
+		return false
 	}
-	_, node := o.nodeAddrs[k.Addr]
-	return node && o.policy.NodePortRange.Contains(k.Port)
+	_, named := o.policy.NodePorts[NodePort{Proto: k.Proto, Port: k.Port}]
+	return named || o.policy.NodePortRange.Contains(k.Port)
+}
+
+// excluded tells whether a is inside the excluded CIDRs.
+func (o Owner) excluded(a netip.Addr) bool {
+	for _, p := range o.policy.Exclude {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // claimsReserved tells whether frontend k would claim a reserved address:
 // any frontend there (Reserved.Refuses) but a NodePort's. A NodePort is
-// served on the node's own addresses by design, and the API server keeps
-// the NodePort range for NodePorts (the rule OwnsService adopts them by);
-// every other frontend's address is bound on our link and guarded as a
-// VIP, but a load-balancer frontend on a host-only address, served there
-// unbound.
+// served on the node's own addresses by design (nodePort); every other
+// frontend's address is bound on our link and guarded as a VIP, but a
+// load-balancer frontend on a host-only address, served there unbound.
 func (o Owner) claimsReserved(k model.VSKey) bool {
 	if k.FWMark != 0 || !o.policy.Reserved.Refuses(k) {
 		return false
 	}
-	_, node := o.nodeAddrs[k.Addr]
-	return !node || !o.policy.NodePortRange.Contains(k.Port)
+	return !o.nodePort(k)
 }
 
 // frontendKinds are the set kinds whose members name a frontend.
@@ -112,15 +159,16 @@ func (o Owner) namedBySet(k model.VSKey) bool {
 	return false
 }
 
-// OwnsAddr tells whether an address on our link is ours to unbind.
+// OwnsAddr tells whether an address on our link is ours to unbind: of a
+// family served and, inside the excluded CIDRs, recorded in our VIPs set
+// (bound by the agent for a Service there).
 func (o Owner) OwnsAddr(a netip.Addr) bool {
 	if !o.policy.Families.Has(a) {
 		return false
 	}
-	for _, p := range o.policy.Exclude {
-		if p.Contains(a) {
-			return false
-		}
+	if !o.excluded(a) {
+		return true
 	}
-	return true
+	_, ours := o.setMembers[shim.VIPEntry(a)]
+	return ours
 }

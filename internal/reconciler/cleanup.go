@@ -11,10 +11,11 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
-// CleanupOptions say what cleanup may consider ours besides the link's
-// addresses and the frontends its sets name: virtual servers on these node
-// addresses within the NodePort range, outside Exclude. Every family is
-// cleaned up, whichever the agent served.
+// CleanupOptions say what cleanup may consider ours besides the frontends
+// its sets name: outside Exclude, virtual servers on the link's addresses
+// and on these node addresses within the NodePort range (no Service names
+// a nodePort here). Inside Exclude only what the sets name is ours, as for
+// the agent. Every family is cleaned up, whichever the agent served.
 type CleanupOptions struct {
 	NodeAddrs     []netip.Addr
 	NodePortRange model.PortRange

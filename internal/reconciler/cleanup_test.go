@@ -41,3 +41,28 @@ func TestCleanupRemovesOursOnly(t *testing.T) {
 		t.Fatalf("ops:\n%s", got)
 	}
 }
+
+// TestCleanupInExcludedCIDRsAsTheAgent: cleanup reads the excluded CIDRs
+// as the agent does. The virtual server the agent made there for a
+// Service goes; kube-proxy's there, its address on kube-ipvs0, stays, as
+// a sync with no Service naming it leaves it.
+func TestCleanupInExcludedCIDRsAsTheAgent(t *testing.T) {
+	excluded := []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}
+	r := newRigWith(t, func(o *Options) { o.Exclude = excluded })
+	r.kubeProxys(model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.201"), 80), "10.244.9.9:80", false)
+	r.store.SetService(withExternalIP("lb", "10.96.0.40", "192.168.1.200", 443))
+	r.sync(false)
+	r.sync(true)
+	ops, err := Cleanup(context.Background(), r.fake, CleanupOptions{Exclude: excluded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.expectDump("-A -t 192.168.1.201:80 -s rr\n  -a -t 192.168.1.201:80 -r 10.244.9.9:80 -m -w 1\n")
+	var lines []string
+	for _, op := range ops {
+		lines = append(lines, op.String())
+	}
+	if got := strings.Join(lines, "\n"); got != "-D -t 10.96.0.40:443\n-D -t 192.168.1.200:443" {
+		t.Fatalf("ops:\n%s", got)
+	}
+}

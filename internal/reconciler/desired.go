@@ -67,6 +67,13 @@ type desiredSet struct {
 	clusterIPsMoved bool
 	claimed         byAddr
 	lbIngress       byAddr
+	// nodePorts are the protocols and ports the last good translations
+	// name as nodePorts (nodePortRefs: by how many frontends beyond the
+	// first; nodePortsMoved: one came or went since the reconciler last
+	// looked).
+	nodePorts      map[plan.NodePort]struct{}
+	nodePortRefs   refs[plan.NodePort]
+	nodePortsMoved bool
 	// woken are the Services that took over a frontend since the
 	// reconciler last looked (takeWoken).
 	woken map[model.ServiceName]struct{}
@@ -189,10 +196,12 @@ func newDesiredSet() desiredSet {
 		lost:     map[model.ServiceName][]model.VSKey{},
 		waiting:  map[model.VSKey]map[model.ServiceName]struct{}{},
 
-		clusterIPs: byAddr{},
-		claimed:    byAddr{},
-		lbIngress:  byAddr{},
-		woken:      map[model.ServiceName]struct{}{},
+		clusterIPs:   byAddr{},
+		claimed:      byAddr{},
+		lbIngress:    byAddr{},
+		nodePorts:    map[plan.NodePort]struct{}{},
+		nodePortRefs: refs[plan.NodePort]{},
+		woken:        map[model.ServiceName]struct{}{},
 	}
 }
 
@@ -259,6 +268,11 @@ func (d *desiredSet) index(name model.ServiceName) {
 		switch k := res.Meta[i].Kind; {
 		case k == translate.KindClusterIP:
 			d.clusterIPsMoved = d.clusterIPs.add(svc.Key.Addr, name) || d.clusterIPsMoved
+		case k == translate.KindNodePort:
+			np := nodePortOf(svc.Key)
+			_, had := d.nodePorts[np]
+			d.nodePortRefs.add(d.nodePorts, np)
+			d.nodePortsMoved = d.nodePortsMoved || !had
 		case claimsAddr(k):
 			d.claimed.add(svc.Key.Addr, name)
 			if k == translate.KindLoadBalancer {
@@ -266,6 +280,10 @@ func (d *desiredSet) index(name model.ServiceName) {
 			}
 		}
 	}
+}
+
+func nodePortOf(k model.VSKey) plan.NodePort {
+	return plan.NodePort{Proto: k.Proto, Port: k.Port}
 }
 
 // forget drops a Service's last good translation and its rank, and
@@ -285,6 +303,11 @@ func (d *desiredSet) forget(name model.ServiceName) []netip.Addr {
 				gone = append(gone, svc.Key.Addr)
 				d.clusterIPsMoved = true
 			}
+		case k == translate.KindNodePort:
+			np := nodePortOf(svc.Key)
+			d.nodePortRefs.drop(d.nodePorts, np)
+			_, has := d.nodePorts[np]
+			d.nodePortsMoved = d.nodePortsMoved || !has
 		case claimsAddr(k):
 			d.claimed.drop(svc.Key.Addr, name)
 			if k == translate.KindLoadBalancer {

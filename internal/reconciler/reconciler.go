@@ -119,6 +119,8 @@ type Reconciler struct {
 	reservedBase plan.Reserved
 	exempt       []netip.Addr
 	pubReserved  atomic.Pointer[plan.Reserved]
+	// pubNodePorts are the nodePorts the Services name, for Drift.
+	pubNodePorts atomic.Pointer[map[plan.NodePort]struct{}]
 
 	// touched is what the running sync may change (its scope), for publish;
 	// pub holds what views read.

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -53,6 +54,26 @@ func (r *Reconciler) publishedReserved() plan.Reserved {
 		return *p
 	}
 	return plan.Reserved{}
+}
+
+// publishNodePorts hands Drift a copy of the nodePorts the Services name
+// when one came or went. Called by the sync only.
+func (r *Reconciler) publishNodePorts() {
+	if !r.desired.nodePortsMoved && r.pubNodePorts.Load() != nil {
+		return
+	}
+	ports := maps.Clone(r.desired.nodePorts)
+	r.pubNodePorts.Store(&ports)
+	r.desired.nodePortsMoved = false
+}
+
+// publishedNodePorts are the nodePorts the Services named at the last
+// sync, for views on other goroutines.
+func (r *Reconciler) publishedNodePorts() map[plan.NodePort]struct{} {
+	if p := r.pubNodePorts.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // widenToReserved adds to an incremental scope what a change of the

@@ -167,6 +167,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	for name := range r.holding {
 		delete(tried, name) // nothing of it is tried
 	}
+	r.publishNodePorts()
 	reserved := r.reservedAddrs()
 	if !st.Full {
 		r.widenToReserved(scope, reserved)
@@ -201,7 +202,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 // passes are made against an empty state of their own, as the cache they
 // are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
-	owner := r.ownerOf(r.observed, r.reserved).Made(r.made)
+	owner := r.ownerOf(r.observed, r.reserved, r.desired.nodePorts).Made(r.made)
 	if full && observed.Empty() && !r.opt.DryRun {
 		return plan.Staged(desired, model.NewState(), owner)
 	}
@@ -350,7 +351,7 @@ func (r *Reconciler) warn(name model.ServiceName, reason string, err error) {
 }
 
 // noteRefusals reports the desired frontends the plan refused (another
-// tool's virtual server, inside --exclude-cidrs, on a node's, the API
+// tool's virtual server, of a family not served, on a node's, the API
 // server's or a pod's address), counted by the refused-frontends gauge.
 // The ones newly refused are said per Service and reason, in one message
 // (joinProblems), once for the Service object (sayOnce): a Service
@@ -396,8 +397,8 @@ func (r *Reconciler) noteRefusals(scope plan.Scope, refused []plan.Refusal) {
 // refusalReason is the Event reason of a refusal.
 func refusalReason(why plan.Why) string {
 	switch why {
-	case plan.Excluded:
-		return "ExcludedFrontend"
+	case plan.Unserved:
+		return "UnservedFamily"
 	case plan.ReservedAddr:
 		return "ReservedAddress"
 	}
@@ -494,10 +495,11 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 
 // ownerOf builds the ownership predicate from one observed state: the
 // cached one for a sync, a fresh read for a drift check.
-func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved) plan.Owner {
+func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodePorts map[plan.NodePort]struct{}) plan.Owner {
 	return plan.NewOwner(observed, r.NodePortAddrs(), plan.OwnerPolicy{
 		Reserved:      reserved,
 		NodePortRange: r.opt.NodePortRange,
+		NodePorts:     nodePorts,
 		Exclude:       r.opt.Exclude,
 		Families:      r.opt.Translate.Families,
 	})
