@@ -42,7 +42,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	routeKlog(log)
+	routeKlog(log, o.LogLevel)
 	o.warn(log)
 	if o.writeConfigTo != "" {
 		if err := o.writeConfig(); err != nil {

@@ -130,8 +130,8 @@ func ownershipFlags(fs *pflag.FlagSet, c *config.Config) {
 }
 
 func logFlags(fs *pflag.FlagSet, c *config.Config) {
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
-	fs.VarP(verbosityValue{&c.LogLevel}, "v", "v", "klog verbosity, mapped onto --log-level: 4 and above is debug, below is info")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "error, warn, info (-v=0), debug (-v=4) or a klog verbosity")
+	fs.VarP(verbosityValue{&c.LogLevel}, "v", "v", "klog verbosity, as kube-proxy's: a line logged at V(n) shows when n <= v (2: each failed operation; 3: each Service skipped; 4: each sync, kernel read and operation)")
 	aliased(fs, logFormatValue{&c.LogFormat}, "logging-format", "log-format", "text or json")
 }
 
@@ -309,14 +309,20 @@ type verbosityValue struct{ level *string }
 
 func (v verbosityValue) Set(s string) error {
 	var n uint32
-	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s {
-		return fmt.Errorf("want a whole number >= 0")
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s || n > 127 {
+		return fmt.Errorf("want a whole number from 0 to 127")
 	}
 	*v.level = config.LogLevelOfVerbosity(n)
 	return nil
 }
-func (verbosityValue) String() string { return "0" }
-func (verbosityValue) Type() string   { return "level" }
+func (v verbosityValue) String() string {
+	if v.level == nil {
+		return "0"
+	}
+	n, _ := config.VerbosityOfLogLevel(*v.level)
+	return fmt.Sprint(n)
+}
+func (verbosityValue) Type() string { return "level" }
 
 type logFormatValue struct{ p *string }
 
