@@ -36,6 +36,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code >= 0 {
 		return code
 	}
+	if o.dryRunTable != "" && !o.DryRun {
+		fmt.Fprintln(stderr, "kube-ipvs agent: --dry-run-table is the table a --dry-run plans against: give --dry-run too")
+		return 2
+	}
 	log, err := newLogger(o.Config)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -63,7 +67,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if o.heapProfile != "" {
 		defer writeHeapProfile(o.heapProfile, log)
 	}
-	if err := agent(ctx, o.Config, log, stdout); err != nil {
+	if err := agent(ctx, o, log, stdout); err != nil {
 		log.Error("agent failed", zap.Error(err))
 		return 1
 	}
@@ -72,10 +76,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // agent wires the pieces and runs them: source -> store -> reconciler ->
 // dataplane, driven by the runner (or once).
-func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
+func agent(ctx context.Context, o agentOptions, log *zap.Logger, stdout io.Writer) error {
+	c := o.Config
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(dataplaneOptions(c, log))
+	var dp dataplane.Dataplane
+	var err error
+	if c.DryRun {
+		dp, err = dryRunKernel(ctx, c, o.dryRunTable, os.Stdin, log)
+	} else {
+		dp, err = linux.New(dataplaneOptions(c, log))
+	}
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}

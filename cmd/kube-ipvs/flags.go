@@ -21,6 +21,7 @@ type files struct {
 	writeConfigTo string // --write-config-to: write the effective one and exit
 	cpuProfile    string // --cpu-profile: hidden, for measuring the agent's own work
 	heapProfile   string // --heap-profile: hidden, likewise for its memory
+	dryRunTable   string // --dry-run-table: the saved table a dry run plans against
 }
 
 // agentFlags binds the agent's flags onto c, with kube-proxy's names
@@ -49,7 +50,8 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.IntVar(&c.MaxFrontendsPerService, "max-frontends-per-service", c.MaxFrontendsPerService, "at most this many virtual servers for one Service, so that no Service fills the sets every Service's frontends share (2^20 members); "+
 		"one with more gets its ClusterIPs first, then load-balancer IPs and external IPs in the object's order (the same on every node), NodePorts last, and a TooManyFrontends Warning Event")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
-	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
+	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing; needs neither root nor IPVS (without them it plans against an empty kernel)")
+	fs.StringVar(&f.dryRunTable, "dry-run-table", f.dryRunTable, `with --dry-run: plan against the IPVS table saved in this file ("ipvsadm -Sn" or "kube-ipvs ipvsadm -Sn" output; "-": stdin) instead of this node's`)
 	shimFlags(fs, c)
 	conntrackFlags(fs, c)
 	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256}, "healthz-bind-address", "IP:PORT of kube-proxy's health server: /healthz (fails when a change waits over twice the sync period, or the Node is being deleted) and /livez (empty: off)")
