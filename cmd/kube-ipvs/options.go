@@ -132,6 +132,19 @@ func newFlagSet(name string, bind func(*pflag.FlagSet)) *pflag.FlagSet {
 // parseArgs parses a command's flags; -h/--help prints them to stdout.
 // It returns the exit code to stop with, or -1 to go on.
 func parseArgs(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kube-ipvs %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), strayHint(fs, args))
+		return 2
+	}
+	return -1
+}
+
+// parseFlags is parseArgs for a command that takes arguments after its
+// flags.
+func parseFlags(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
@@ -139,9 +152,6 @@ func parseArgs(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "kube-ipvs %s: %s\n", fs.Name(), flagError(fs, err))
-		return 2
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "kube-ipvs %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), strayHint(fs, args))
 		return 2
 	}
 	return -1
