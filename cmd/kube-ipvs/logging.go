@@ -76,7 +76,8 @@ func epochMillis(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
 // (zapr with LogInfoLevel("v") and ErrorKey("err")) gives it: every line
 // below error level its klog verbosity as "v" (a warning is klog's info,
 // "v":0), and an error under "err", last on an error line. kube-ipvs logs
-// its errors with zap.Error, under "error"; so does zapr for klog's.
+// its errors under "error" (zap.Error, or the text of one); so does zapr
+// for klog's.
 type componentBaseFields struct{ zapcore.Core }
 
 func (c componentBaseFields) With(fs []zapcore.Field) zapcore.Core {
@@ -110,10 +111,11 @@ func (c componentBaseFields) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	return c.Core.Write(e, append(out, errs...))
 }
 
-// renameErr files an error field under "err", as kube-proxy's lines have
-// it, and tells whether f is one.
+// renameErr files an error under "err", as kube-proxy's lines have it,
+// and tells whether f is one: a field named "error", or an error named
+// "err".
 func renameErr(f *zapcore.Field) bool {
-	if f.Type != zapcore.ErrorType || (f.Key != "error" && f.Key != "err") {
+	if f.Key != "error" && (f.Key != "err" || f.Type != zapcore.ErrorType) {
 		return false
 	}
 	f.Key = "err"

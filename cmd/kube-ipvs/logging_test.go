@@ -100,7 +100,7 @@ func TestJSONIsComponentBase(t *testing.T) {
 		log.Named("drift").Log(logv.V(logv.Sync), "drift check read the kernel", zap.Bool("whole", true))
 		log.Warn("health check ports", zap.Error(errors.New("busy")))
 		log.Error("sync failed", zap.Error(errors.New("no such file")), zap.Duration("retry_in", time.Second))
-		log.With(zap.String("service", "default/web")).Info("service not applied", zap.String("reason", "ReservedAddress"))
+		log.With(zap.String("service", "default/web")).Warn("service not applied", zap.String("reason", "ReservedAddress"), zap.String("error", "a node's address"))
 		klog.InfoS("Watch close", "type", "*v1.Service")
 		klog.V(2).InfoS("Caches populated", "type", "*v1.Node")
 		klog.ErrorS(errors.New("connection refused"), "Failed to watch", "type", "*v1.EndpointSlice")
@@ -114,7 +114,7 @@ func TestJSONIsComponentBase(t *testing.T) {
 		{[]string{"ts", "logger", "caller", "msg", "v", "whole"}, map[string]any{"logger": "drift", "v": 4.0}},
 		{[]string{"ts", "caller", "msg", "v", "err"}, map[string]any{"v": 0.0, "err": "busy"}},
 		{[]string{"ts", "caller", "msg", "retry_in", "err"}, map[string]any{"err": "no such file", "retry_in": "1s"}},
-		{[]string{"ts", "caller", "msg", "service", "v", "reason"}, map[string]any{"service": "default/web", "v": 0.0}},
+		{[]string{"ts", "caller", "msg", "service", "v", "reason", "err"}, map[string]any{"service": "default/web", "v": 0.0, "err": "a node's address"}},
 		{[]string{"ts", "logger", "caller", "msg", "v", "type"}, map[string]any{"logger": "klog", "msg": "Watch close", "v": 0.0}},
 		{[]string{"ts", "logger", "caller", "msg", "v", "type"}, map[string]any{"msg": "Caches populated", "v": 2.0}},
 		{[]string{"ts", "logger", "caller", "msg", "type", "err"}, map[string]any{"msg": "Failed to watch", "err": "connection refused"}},
