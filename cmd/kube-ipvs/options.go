@@ -80,7 +80,7 @@ func (o *agentOptions) readFile() error {
 // --master and the logging flags); kube-ipvs lets them win, and says so.
 func (o *agentOptions) noteFlags(fs *pflag.FlagSet) {
 	notOverriding := []string{"config", "write-config-to", "hostname-override", "master", "v", "log-level", "logging-format", "log-format",
-		"manifests", "once", "dry-run", "drain-timeout", "max-frontends-per-service", "debug-address", "service-proxy-name", "iptables-backend", "ipv4", "ipv6", "nodeport-range"}
+		"manifests", "once", "dry-run", "dry-run-table", "drain-timeout", "max-frontends-per-service", "debug-address", "service-proxy-name", "iptables-backend", "ipv4", "ipv6", "nodeport-range"}
 	fs.Visit(func(f *pflag.Flag) {
 		switch {
 		case slices.Contains(ignoredFlagNames, f.Name):
