@@ -25,7 +25,7 @@ func TestAddressesNoServiceClaims(t *testing.T) {
 		s.writeFile(t, svc.file(), withExternalIPs(svc.yaml(), clientNodeAddr))
 		waitReals(t, svc, allAt(svc, 1, bs[0]))
 		if _, err := s.agent.waitLog(0, settle, func(e logEntry) bool {
-			return e.msg() == "service not applied" && e.str("reason") == "ReservedAddress" && strings.Contains(e.str("error"), clientNodeAddr)
+			return e.msg() == "service not applied" && e.str("reason") == "ReservedAddress" && strings.Contains(e.str("err"), clientNodeAddr)
 		}); err != nil {
 			t.Errorf("the refusal is not reported: %v", err)
 		}

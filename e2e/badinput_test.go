@@ -57,7 +57,7 @@ func TestBadInput(t *testing.T) {
 	}
 	problemIn := func(file string) func(logEntry) bool {
 		return func(e logEntry) bool {
-			return e.msg() == "manifest problem" && strings.HasSuffix(e.str("file"), file) && e.str("error") != ""
+			return e.msg() == "manifest problem" && strings.HasSuffix(e.str("file"), file) && e.str("err") != ""
 		}
 	}
 
@@ -158,7 +158,7 @@ func TestBadObjectInAFile(t *testing.T) {
 	problemAt := func(doc int, field string, kept bool) func(logEntry) bool {
 		return func(e logEntry) bool {
 			return e.msg() == "manifest problem" && strings.HasSuffix(e.str("file"), "/"+file) &&
-				e.int("doc") == doc && strings.Contains(e.str("error"), field) && e.bool("lastGoodKept") == kept
+				e.int("doc") == doc && strings.Contains(e.str("err"), field) && e.bool("lastGoodKept") == kept
 		}
 	}
 

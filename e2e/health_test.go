@@ -132,7 +132,7 @@ func TestTenantCannotFlipHealth(t *testing.T) {
 			t.Errorf("the IPv4 external IP is not programmed:\n%s", out)
 		}
 		for _, e := range s.agent.since(mark) {
-			if e.msg() == "sync failed" || (e.msg() == "operation failed" && strings.Contains(e.str("error"), "fd00:96:9::20")) {
+			if e.msg() == "sync failed" || (e.msg() == "operation failed" && strings.Contains(e.str("err"), "fd00:96:9::20")) {
 				t.Errorf("agent: %s", e)
 			}
 		}

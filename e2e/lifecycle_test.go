@@ -158,8 +158,9 @@ func TestLifecycle(t *testing.T) {
 	})
 }
 
-// entryTime is a log entry's timestamp (ISO 8601).
+// entryTime is a log entry's timestamp: component-base's "ts",
+// milliseconds since the epoch.
 func entryTime(e logEntry) time.Time {
-	ts, _ := time.Parse("2006-01-02T15:04:05.000Z0700", e.str("ts"))
-	return ts
+	ms, _ := e["ts"].(float64)
+	return time.UnixMicro(int64(ms * 1000))
 }

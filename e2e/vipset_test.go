@@ -32,12 +32,12 @@ func TestVIPsSetFull(t *testing.T) {
 		s.cleanupService(t, second)
 		s.put(t, second)
 		e, err := s.agent.waitLog(mark, settle, func(e logEntry) bool {
-			return strings.Contains(e.str("error"), vipsSet+" "+second.vip) && strings.Contains(e.str("error"), "hash is full")
+			return strings.Contains(e.str("err"), vipsSet+" "+second.vip) && strings.Contains(e.str("err"), "hash is full")
 		})
 		if err != nil {
 			t.Fatalf("no log entry names the full set: %v", err)
 		}
-		t.Logf("the agent said: %s: %s", e.msg(), e.str("error"))
+		t.Logf("the agent said: %s: %s", e.msg(), e.str("err"))
 		// Until the next full sync replaces the set, the VIP stays unbound:
 		// at no sample may it be bound without its member.
 		var samples, held int

@@ -36,6 +36,21 @@ M=/tmp/manifests
 # manifests N: N Services, each ClusterIP 10.96.A.B:80 with ten ready
 # endpoints 10.(128+j).A.B:8080, a thousand to a file (a manifest file may
 # hold 8 MiB).
+# seconds turns a Go duration as the JSON log writes it ("1.5s", "845ms",
+# "1m2.5s") into seconds.
+seconds() {
+  awk -v d="$1" 'BEGIN {
+    s = 0
+    while (match(d, /^[0-9.]+(h|ms|µs|us|ns|m|s)/)) {
+      tok = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+      u = tok; sub(/^[0-9.]+/, "", u)
+      f = u == "h" ? 3600 : u == "m" ? 60 : u == "s" ? 1 : u == "ms" ? 1e-3 : u == "ns" ? 1e-9 : 1e-6
+      s += (tok + 0) * f
+    }
+    printf "%.6f", s
+  }'
+}
+
 manifests() {
   rm -rf $M; mkdir -p $M
   printf 'apiVersion: v1\nkind: Node\nmetadata: {name: %s}\nstatus:\n  addresses:\n    - {type: InternalIP, address: 192.168.122.10}\n' $NODE >$M/node.yaml
@@ -78,7 +93,7 @@ for n in $COLDSTART_NS; do
   addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
   ops=$(grep -o '"ops":[0-9]*' /tmp/agent.log | tail -1 | cut -d: -f2)
   # the sync alone (translate, plan, apply), apart from reading the files
-  took=$(grep -o '"took":[0-9.e+-]*' /tmp/agent.log | tail -1 | cut -d: -f2)
+  took=$(seconds "$(grep -o '"took":"[^"]*"' /tmp/agent.log | tail -1 | cut -d'"' -f4)")
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' /tmp/time.log)
   user=$(sed -n 's/.*User time (seconds): //p' /tmp/time.log)
   sys=$(sed -n 's/.*System time (seconds): //p' /tmp/time.log)
@@ -96,7 +111,7 @@ for n in $COLDSTART_NS; do
     sleep "$COLDSTART_RESYNC"
     cpu=$(awk '{printf "%.2f", ($14 + $15 + $16 + $17) / 100}' /proc/$pid/stat)
     kill -TERM $pid; wait $pid
-    grep -o '"full": *true[^}]*"took": *[0-9.e+-]*' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
+    grep -o '"full": *true[^}]*"took": *"[^"]*"' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
     echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
     [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
   fi

@@ -38,13 +38,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code >= 0 {
 		return code
 	}
+	if o.dryRunTable != "" && !o.DryRun {
+		fmt.Fprintln(stderr, "kube-ipvs agent: --dry-run-table is the table a --dry-run plans against: give --dry-run too")
+		return 2
+	}
 	log, err := newLogger(o.Config)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
-	routeKlog(log)
+	routeKlog(log, o.LogLevel)
 	o.warn(log)
 	if o.writeConfigTo != "" {
 		if err := o.writeConfig(); err != nil {
@@ -67,7 +71,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	ctx, stop := followConfig(ctx, args, o, log)
 	defer stop()
-	err = agent(ctx, o.Config, log, stdout)
+	err = agent(ctx, o, log, stdout)
 	if errors.Is(context.Cause(ctx), errConfigChanged) {
 		log.Error("the config file changed: exiting so that the pod restarts with it, as kube-proxy does", zap.String("config", o.files.config))
 		return 1
@@ -100,10 +104,17 @@ func followConfig(ctx context.Context, args []string, o agentOptions, log *zap.L
 
 // agent wires the pieces and runs them: source -> store -> reconciler ->
 // dataplane, driven by the runner (or once).
-func agent(ctx context.Context, c config.Config, log *zap.Logger, stdout io.Writer) error {
+func agent(ctx context.Context, o agentOptions, log *zap.Logger, stdout io.Writer) error {
+	c := o.Config
 	node := nodeName(c.HostnameOverride)
 	log.Info("starting", zap.String("version", version), zap.String("node", node))
-	dp, err := linux.New(dataplaneOptions(c, log))
+	var dp dataplane.Dataplane
+	var err error
+	if c.DryRun {
+		dp, err = dryRunKernel(ctx, c, o.dryRunTable, os.Stdin, log)
+	} else {
+		dp, err = linux.New(dataplaneOptions(c, log))
+	}
 	if err != nil {
 		return fmt.Errorf("open dataplane: %w", err)
 	}

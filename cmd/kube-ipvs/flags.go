@@ -30,6 +30,7 @@ type files struct {
 	healthzPort, metricsPort int32  // --healthz-port, --metrics-port: 0 turns the server off
 	healthzBare, metricsBare bool   // the bind address flag was a bare IP, which a port completes
 	printVersion             bool   // --version
+	dryRunTable              string // --dry-run-table: the saved table a dry run plans against
 }
 
 // agentFlags binds the agent's flags onto c, with kube-proxy's names
@@ -58,7 +59,8 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.IntVar(&c.MaxFrontendsPerService, "max-frontends-per-service", c.MaxFrontendsPerService, "at most this many virtual servers for one Service, so that no Service fills the sets every Service's frontends share (2^20 members); "+
 		"one with more gets its ClusterIPs first, then load-balancer IPs and external IPs in the object's order (the same on every node), NodePorts last, and a TooManyFrontends Warning Event")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
-	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing")
+	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing; needs neither root nor IPVS (without them it plans against an empty kernel)")
+	fs.StringVar(&f.dryRunTable, "dry-run-table", f.dryRunTable, `with --dry-run: plan against the IPVS table saved in this file ("ipvsadm -Sn" or "kube-ipvs ipvsadm -Sn" output; "-": stdin) instead of this node's`)
 	shimFlags(fs, c)
 	conntrackFlags(fs, c)
 	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256, &f.healthzBare}, "healthz-bind-address", "IP:PORT of kube-proxy's health server: /healthz (fails when a change waits over twice the sync period, or the Node is being deleted) and /livez (empty: off)")
@@ -183,8 +185,8 @@ func ownershipFlags(fs *pflag.FlagSet, c *config.Config) {
 }
 
 func logFlags(fs *pflag.FlagSet, c *config.Config) {
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
-	fs.VarP(verbosityValue{&c.LogLevel}, "v", "v", "klog verbosity, mapped onto --log-level: 4 and above is debug, below is info")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "error, warn, info (-v=0), debug (-v=4) or a klog verbosity")
+	fs.VarP(verbosityValue{&c.LogLevel}, "v", "v", "klog verbosity, as kube-proxy's: a line logged at V(n) shows when n <= v (2: each failed operation; 3: each Service skipped; 4: each sync, kernel read and operation)")
 	aliased(fs, logFormatValue{&c.LogFormat}, "logging-format", "log-format", "text or json")
 }
 
@@ -390,14 +392,20 @@ type verbosityValue struct{ level *string }
 
 func (v verbosityValue) Set(s string) error {
 	var n uint32
-	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s {
-		return fmt.Errorf("want a whole number >= 0")
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || fmt.Sprint(n) != s || n > 127 {
+		return fmt.Errorf("want a whole number from 0 to 127")
 	}
 	*v.level = config.LogLevelOfVerbosity(n)
 	return nil
 }
-func (verbosityValue) String() string { return "0" }
-func (verbosityValue) Type() string   { return "Level" }
+func (v verbosityValue) String() string {
+	if v.level == nil {
+		return "0"
+	}
+	n, _ := config.VerbosityOfLogLevel(*v.level)
+	return fmt.Sprint(n)
+}
+func (verbosityValue) Type() string { return "Level" }
 
 type logFormatValue struct{ p *string }
 

@@ -22,11 +22,15 @@ Usage:
   kube-ipvs agent [flags]     keep this node's IPVS table in step with the cluster (or --manifests DIR)
   kube-ipvs cleanup [flags]   remove everything kube-ipvs programmed (virtual servers, VIPs, the link)
   kube-ipvs ipvsadm [opts]    list the IPVS table exactly as ipvsadm 1.31 does (-Ln, --stats, --rate, -c, -S ...)
-  kube-ipvs status [-o json]  the running agent's view: each virtual server with its Service and endpoints
+  kube-ipvs status [-o text|wide|json|yaml] [NAMESPACE/NAME ...]
+                              the running agent's view: each virtual server with its Service and endpoints
   kube-ipvs diff              what the running agent would change in the kernel now (empty at steady state)
   kube-ipvs version           print the version
 
-Run "kube-ipvs COMMAND -h" for a command's flags.
+  kube-ipvs agent --manifests DIR --dry-run [--dry-run-table FILE]
+                              print what the agent would do, without root or IPVS (FILE: ipvsadm -Sn output)
+
+Run "kube-ipvs COMMAND -h" or "kube-ipvs help COMMAND" for a command's flags.
 `
 
 func main() {
@@ -65,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "kube-ipvs", version)
 		return 0
 	case "help", "-h", "--help":
+		if len(rest) > 0 && cmd == "help" { // help COMMAND: the command's flags
+			return run(ctx, []string{args[0], rest[0], "--help"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

@@ -38,7 +38,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"agent", "--init-only"}, []string{"unknown flag: --init-only (kube-ipvs prepares the node at every start: run the agent)"}},
 		{[]string{"agent", "--frobnicate"}, []string{"unknown flag: --frobnicate; see --help"}},
 		{[]string{"agent", "--healthz-bind-address", "nowhere"}, []string{"--healthz-bind-address=nowhere: want IP:PORT or IP (port 10256), or empty to turn it off"}},
-		{[]string{"agent", "-v", "loud"}, []string{"--v=loud: want a whole number >= 0"}},
+		{[]string{"agent", "-v", "loud"}, []string{"--v=loud: want a whole number from 0 to 127"}},
 		{[]string{"agent", "--detect-local-mode", "InterfaceNamePrefix"}, []string{"--pod-interface-name-prefix (detectLocal.interfaceNamePrefix): the pods' interface name must not be empty"}},
 		{[]string{"agent", "--iptables-masquerade-bit", "32"}, []string{"--iptables-masquerade-bit (iptables.masqueradeBit): must be within the range [0, 31], got 32"}},
 		{[]string{"agent", "--config", "/nonexistent/config.conf"}, []string{"--config /nonexistent/config.conf: open /nonexistent/config.conf: no such file or directory"}},

@@ -93,7 +93,7 @@ func (o *agentOptions) readFile() error {
 // --master and the logging flags); kube-ipvs lets them win, and says so.
 func (o *agentOptions) noteFlags(fs *pflag.FlagSet) {
 	notOverriding := []string{"config", "write-config-to", "version", "bind-address", "hostname-override", "master", "v", "log-level", "logging-format", "log-format",
-		"manifests", "once", "dry-run", "drain-timeout", "max-frontends-per-service", "debug-address", "service-proxy-name", "iptables-backend", "ipv4", "ipv6", "nodeport-range"}
+		"manifests", "once", "dry-run", "dry-run-table", "drain-timeout", "max-frontends-per-service", "debug-address", "service-proxy-name", "iptables-backend", "ipv4", "ipv6", "nodeport-range"}
 	fs.Visit(func(f *pflag.Flag) {
 		switch {
 		case slices.Contains(ignoredFlagNames, f.Name):
@@ -167,6 +167,19 @@ func newFlagSet(name string, bind func(*pflag.FlagSet)) *pflag.FlagSet {
 // parseArgs parses a command's flags; -h/--help prints them to stdout.
 // It returns the exit code to stop with, or -1 to go on.
 func parseArgs(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kube-ipvs %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), strayHint(fs, args))
+		return 2
+	}
+	return -1
+}
+
+// parseFlags is parseArgs for a command that takes arguments after its
+// flags.
+func parseFlags(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
@@ -174,9 +187,6 @@ func parseArgs(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "kube-ipvs %s: %s\n", fs.Name(), flagError(fs, err))
-		return 2
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "kube-ipvs %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), strayHint(fs, args))
 		return 2
 	}
 	return -1

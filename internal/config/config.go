@@ -245,8 +245,8 @@ func (c Config) Validate() error {
 	if !c.IPv4 && !c.IPv6 {
 		errs = append(errs, errors.New("--ipv4/--ipv6: at least one address family must be enabled"))
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel) {
-		bad("--log-level", "want debug, info, warn or error, got %q", c.LogLevel)
+	if _, ok := VerbosityOfLogLevel(c.LogLevel); !ok {
+		bad("--log-level", "want error, warn, info, debug or a klog verbosity (0 to 127), got %q", c.LogLevel)
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		bad("--logging-format (logging.format)", "want text or json, got %q", c.LogFormat)

@@ -53,7 +53,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"more frontends than the sets hold", func(c *Config) { c.MaxFrontendsPerService = 1<<20 + 1 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 1048577"},
 		{"tcp timeout", func(c *Config) { c.TCPTimeout = 1500 * time.Millisecond }, "--ipvs-tcp-timeout (ipvs.tcpTimeout): must be a whole number of seconds"},
 		{"families", func(c *Config) { c.IPv4, c.IPv6 = false, false }, "at least one address family"},
-		{"log level", func(c *Config) { c.LogLevel = "loud" }, `--log-level: want debug, info, warn or error, got "loud"`},
+		{"log level", func(c *Config) { c.LogLevel = "loud" }, `--log-level: want error, warn, info, debug or a klog verbosity (0 to 127), got "loud"`},
 		{"cluster cidr", func(c *Config) {
 			c.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}
 		}, "--cluster-cidr (clusterCIDR): 10.244.0.0/16 and 10.245.0.0/16 are of the same family"},

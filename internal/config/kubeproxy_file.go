@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -158,14 +159,41 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	return kp.ignoredFields(), errors.Join(errs...)
 }
 
-// LogLevelOfVerbosity maps klog's -v onto the agent's levels: klog's
-// V(4) and above is debugging detail, below it the steady state.
+// LogLevelOfVerbosity maps klog's -v (logging.verbosity) onto --log-level.
+// A line logged at klog's V(n) shows when n <= v, as in kube-proxy: 0 is
+// "info" (no V line), 4 is "debug" (kube-ipvs logs its most detailed lines
+// at V(4), where kube-proxy logs each sync's summary and each change), any
+// other verbosity is its number.
 func LogLevelOfVerbosity(v uint32) string {
-	if v >= 4 {
+	switch v {
+	case 0:
+		return "info"
+	case 4:
 		return "debug"
 	}
-	return "info"
+	return strconv.FormatUint(uint64(v), 10)
 }
+
+// VerbosityOfLogLevel is the klog verbosity a --log-level shows: "info" 0,
+// "debug" 4, a number itself; "warn" and "error", which show no info
+// line, 0 (klog's least). ok is false for anything else.
+func VerbosityOfLogLevel(level string) (v uint32, ok bool) {
+	switch level {
+	case "error", "warn", "info":
+		return 0, true
+	case "debug":
+		return 4, true
+	}
+	n, err := strconv.ParseUint(level, 10, 8)
+	if err != nil || n > maxVerbosity || strconv.FormatUint(n, 10) != level {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// maxVerbosity is the highest klog verbosity: zap's levels are int8, and a
+// V(n) line is logged at zap level -n.
+const maxVerbosity = 127
 
 // LogFormatOf maps kube-proxy's logging formats onto the agent's.
 func LogFormatOf(f string) (string, error) {
@@ -250,11 +278,8 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	}
 	kp.Logging.Format = map[string]string{"console": "text", "json": "json"}[c.LogFormat]
 	kp.Logging.FlushFrequency.SerializeAsString = true // as kube-proxy writes it
-	if c.LogLevel == "debug" && kp.Logging.Verbosity < 4 {
-		kp.Logging.Verbosity = 4
-	} else if c.LogLevel != "debug" && kp.Logging.Verbosity >= 4 {
-		kp.Logging.Verbosity = 0
-	}
+	v, _ := VerbosityOfLogLevel(c.LogLevel)
+	kp.Logging.Verbosity = logsapi.VerbosityLevel(v)
 	return kp
 }
 

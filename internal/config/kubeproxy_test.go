@@ -293,7 +293,7 @@ func TestKubeProxyFileDefaults(t *testing.T) {
 		{"conntrack:\n  maxPerCore: 0\n  min: null\n", func(c Config) error {
 			return wantEq(fmt.Sprint(c.Conntrack.MaxPerCore, c.Conntrack.Min), "0 131072")
 		}},
-		{"logging:\n  verbosity: 3\n  flushFrequency: 5000000000\n", func(c Config) error { return wantEq(c.LogLevel, "info") }},
+		{"logging:\n  verbosity: 3\n  flushFrequency: 5000000000\n", func(c Config) error { return wantEq(c.LogLevel, "3") }},
 		{"clientConnection:\n  qps: 0\n  burst: 0\n  contentType: application/json\n", func(c Config) error {
 			return wantEq(c.Client, ClientConnection{QPS: 5, Burst: 10, ContentType: "application/json"})
 		}},
@@ -349,12 +349,34 @@ logging:
 
 // --write-config-to writes a file that reads back as the same settings,
 // and with no flags, the file kube-proxy itself writes for IPVS mode.
+// klog's verbosity and --log-level map onto each other: every verbosity
+// keeps its number, "info" and "debug" are 0 and 4, as kube-proxy's -v.
+func TestVerbosityOfLogLevel(t *testing.T) {
+	for v := uint32(0); v <= 127; v++ {
+		if got, ok := VerbosityOfLogLevel(LogLevelOfVerbosity(v)); !ok || got != v {
+			t.Errorf("verbosity %d read back as %d (%v) through %q", v, got, ok, LogLevelOfVerbosity(v))
+		}
+	}
+	for level, want := range map[string]uint32{"info": 0, "debug": 4, "warn": 0, "error": 0, "2": 2} {
+		if got, ok := VerbosityOfLogLevel(level); !ok || got != want {
+			t.Errorf("%q: verbosity %d (%v), want %d", level, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "loud", "-1", "128", "02", "4.0"} {
+		if _, ok := VerbosityOfLogLevel(bad); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
 func TestFromConfigRoundTrip(t *testing.T) {
 	custom, _, err := decodeApply(readTestdata(t, "kube-proxy-v1.37.2-ipvs-flags.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]Config{"defaults": Default(), "custom": custom} {
+	verbose := Default()
+	verbose.LogLevel = "3" // -v=3: logging.verbosity 3, read back as -v=3
+	for name, c := range map[string]Config{"defaults": Default(), "custom": custom, "verbosity": verbose} {
 		t.Run(name, func(t *testing.T) {
 			c.ProxyMode = ProxyModeIPVS
 			data, err := EncodeKubeProxy(FromConfig(c, DefaultKubeProxy()))

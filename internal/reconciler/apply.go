@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -206,12 +207,12 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	if e != nil {
 		name, owned := r.serviceOf(op)
 		a.out.fail(op, e, name, owned)
-		r.log.Debug("operation failed", zap.Stringer("op", op), zap.Error(e))
+		r.log.Log(logv.V(logv.Problem), "operation failed", zap.Stringer("op", op), zap.Error(e))
 		a.failed(ctx, op, e)
 		return
 	}
-	if r.log.Core().Enabled(zap.DebugLevel) {
-		r.log.Debug("applied", zap.Stringer("op", op))
+	if ce := r.log.Check(logv.V(logv.Sync), "applied"); ce != nil {
+		ce.Write(zap.Stringer("op", op))
 	}
 	switch op.Kind {
 	case plan.AddService:

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -112,7 +113,7 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 			continue
 		}
 		c.forget(s)
-		r.log.Debug("cleared stale conntrack entries", zap.Int("reals", len(s.Reals)), zap.Int("frontends", len(s.Dests)),
+		r.log.Log(logv.V(logv.Sync), "cleared stale conntrack entries", zap.Int("reals", len(s.Reals)), zap.Int("frontends", len(s.Dests)),
 			zap.Int("deleted", n))
 	}
 	if !failed {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -502,7 +503,7 @@ func (d *DriftChecker) readOnce(ctx context.Context, take func(context.Context) 
 		rd.rulesMissing = !ok
 	}
 	d.spent += time.Since(began)
-	d.log().Debug("drift check read the kernel", zap.Bool("whole", err == nil && rd.scan == nil),
+	d.log().Log(logv.V(logv.Sync), "drift check read the kernel", zap.Bool("whole", err == nil && rd.scan == nil),
 		zap.Duration("table", read), zap.Duration("rules", time.Since(began)-read))
 	if err != nil {
 		m.abort()

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -160,7 +161,7 @@ func (r *Reconciler) sayOnce(name model.ServiceName, reason string, err error) {
 	}
 	t := r.toldOf(name, svc)
 	if _, said := t.others[reason]; said {
-		r.log.Debug("service problem already reported", zap.Stringer("service", name), zap.String("reason", reason))
+		r.log.Log(logv.V(logv.Sync), "service problem already reported", zap.Stringer("service", name), zap.String("reason", reason))
 		return
 	}
 	t.others[reason] = struct{}{}

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -220,10 +221,11 @@ func (r *Reconciler) finish(st Status, err error) (Status, error) {
 		r.needFull = true
 		return st, err
 	}
-	// One Info line per sync that changed something; at debug level every
-	// sync has its line, so a quiet one (a drift check that found nothing,
-	// a drain recheck) can be seen too.
-	level := zap.DebugLevel
+	// One Info line per sync that changed something; from -v=4 on every
+	// sync has its line (kube-proxy's "syncProxyRules complete" is V(4)),
+	// so a quiet one (a drift check that found nothing, a drain recheck)
+	// can be seen too.
+	level := logv.V(logv.Sync)
 	if st.Ops > 0 {
 		level = zap.InfoLevel
 	}
@@ -288,7 +290,7 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 			continue            // the last good translation stays in force
 		}
 		if res.Skipped != "" {
-			r.log.Debug("service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
+			r.log.Log(logv.V(logv.Service), "service skipped", zap.Stringer("service", name), zap.String("reason", res.Skipped))
 		}
 		var created time.Time
 		if svc != nil {

@@ -8,6 +8,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 )
@@ -36,7 +37,7 @@ func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	b.StartEventWatcher(func(e *corev1.Event) {
-		log.Debug("event posted", zap.String("service", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name),
+		log.Log(logv.V(logv.Sync), "event posted", zap.String("service", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name),
 			zap.String("reason", e.Reason), zap.String("message", e.Message))
 	})
 	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: nodeName})

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
@@ -158,4 +159,29 @@ func conditions(ep translate.Endpoint) RealState {
 		return Terminating
 	}
 	return NotReady
+}
+
+// OfServices is the part of the report that serves the named Services
+// ("namespace/name"): their virtual servers, and the VIPs those listen on.
+// No name: the whole report.
+func (r Report) OfServices(names []string) Report {
+	if len(names) == 0 {
+		return r
+	}
+	out := Report{Node: r.Node, LastSync: r.LastSync, VIPs: []netip.Addr{}, VirtualServers: []VirtualServer{}}
+	addrs := map[netip.Addr]struct{}{}
+	for _, vs := range r.VirtualServers {
+		if slices.Contains(names, vs.Service) {
+			out.VirtualServers = append(out.VirtualServers, vs)
+			if ap, err := netip.ParseAddrPort(vs.Key[strings.LastIndexByte(vs.Key, ' ')+1:]); err == nil {
+				addrs[ap.Addr()] = struct{}{}
+			}
+		}
+	}
+	for _, a := range r.VIPs {
+		if _, ok := addrs[a]; ok {
+			out.VIPs = append(out.VIPs, a)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -84,6 +85,58 @@ func ago(now, t time.Time) string { return now.Sub(t).Round(time.Second).String(
 func orNone(s string) string {
 	if s == "" {
 		return "none"
+	}
+	return s
+}
+
+// Wide renders the report as one table, a row per real server (a virtual
+// server without any has one row of its own), every column status knows,
+// as kubectl's -o wide lists more than its default.
+func (r Report) Wide(now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node %s; last sync %s\n", r.Node, r.LastSync.text(now))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VIRTUAL SERVER\tSCHEDULER\tSERVICE\tPORT\tKIND\tIN KERNEL\tREAL SERVER\tWEIGHT\tSTATE\tPOD\tNODE")
+	for _, vs := range r.VirtualServers {
+		sched := vs.Scheduler
+		if vs.Persistent > 0 {
+			sched += fmt.Sprintf(" -p %d", vs.Persistent)
+		}
+		head := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", vs.Key, sched, orDash(vs.Service), orDash(vs.Port), orDash(vs.Kind), inKernel(vs))
+		if len(vs.Reals) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\n", head)
+		}
+		for _, rs := range vs.Reals {
+			w := "-"
+			if rs.Weight >= 0 {
+				w = fmt.Sprint(rs.Weight)
+			}
+			state := string(rs.State)
+			if rs.DrainingSince != nil {
+				state += " " + ago(now, *rs.DrainingSince)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", head, rs.Addr, w, state, orDash(rs.Pod), orDash(rs.Node))
+		}
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// inKernel is the IN KERNEL column: yes, no (wanted, not programmed), or
+// foreign (the kernel's, not wanted).
+func inKernel(vs VirtualServer) string {
+	switch {
+	case !vs.Wanted:
+		return "foreign"
+	case vs.InKernel:
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
 	return s
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
@@ -223,7 +224,7 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 	took[2] = time.Since(setsBegan)
 	// What a whole read costs by part: the drift check's repair bound
 	// grows with it (README, "Drift made by anyone else").
-	d.log.Debug("observed", zap.Int("services", len(obs.State.Services)), zap.Duration("ipvs", took[0]),
+	d.log.Log(logv.V(logv.Sync), "observed", zap.Int("services", len(obs.State.Services)), zap.Duration("ipvs", took[0]),
 		zap.Int("addrs", len(obs.State.Addrs)), zap.Duration("addrs_took", took[1]),
 		zap.Int("set_members", len(sets)), zap.Duration("sets", took[2]))
 	return obs, nil
