@@ -136,7 +136,7 @@ main() {
 
   local version
   version=$(jq -r '.config.Labels["org.opencontainers.image.version"]' <<<"$config")
-  check "entrypoint: version" "^kube-ipvs $version\$" "${args[0]}" version
+  check "entrypoint: version" "^kube-ipvs $version linux/amd64\$" "${args[0]}" version
   check "iptables is the nft flavour" '^iptables v[0-9.]+ \(nf_tables\)$' iptables --version
   check "iptables-legacy" '^iptables v[0-9.]+ \(legacy\)$' iptables-legacy --version
   local flavour rule='-A KUBE-IPVS-IMAGE-CHECK -p tcp -m comment --comment image-check -j RETURN'

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
@@ -24,7 +25,7 @@ Usage:
   kube-ipvs ipvsadm [opts]    list the IPVS table exactly as ipvsadm 1.31 does (-Ln, --stats, --rate, -c, -S ...)
   kube-ipvs status [-o json]  the running agent's view: each virtual server with its Service and endpoints
   kube-ipvs diff              what the running agent would change in the kernel now (empty at steady state)
-  kube-ipvs version           print the version
+  kube-ipvs version           print the version and the platform built for (linux/arm64)
 
 Run "kube-ipvs COMMAND -h" for a command's flags.
 `
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "diff":
 		return runDiff(ctx, rest, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "kube-ipvs", version)
+		fmt.Fprintln(stdout, "kube-ipvs", version, runtime.GOOS+"/"+runtime.GOARCH)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
