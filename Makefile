@@ -5,8 +5,10 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
+# The image's platforms: one static agent each, bin/kube-ipvs-OS-ARCH.
+PLATFORMS ?= linux/amd64 linux/arm64
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
+.PHONY: all build static static-platforms image image-check release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
 
 all: build
 
@@ -17,15 +19,25 @@ build:
 static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
 
-# The DaemonSet's OCI image, bin/kube-ipvs-image.oci.tar, built with no
-# container daemon and no image registry: Debian's iptables, ipset and
+# The static agent cross-compiled for each of the image's platforms.
+static-platforms:
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -o bin/kube-ipvs-$$os-$$arch"; \
+	  GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kube-ipvs-$$os-$$arch ./cmd/kube-ipvs; \
+	done
+
+# The DaemonSet's OCI image, bin/kube-ipvs-image.oci.tar: one image index of
+# linux/amd64 and linux/arm64, built with no container daemon, no image
+# registry and no emulation: each architecture's Debian iptables, ipset and
 # conntrack extracted by mmdebstrap, the static agent on top, umoci.
-image: static
-	scripts/image.sh
+image: static static-platforms
+	KUBE_IPVS_PLATFORMS='$(PLATFORMS)' KUBE_IPVS_VERSION='$(VERSION)' scripts/image.sh
 
 # The image proven: unpacked into bin/kube-ipvs-image/, its entrypoint, its
 # iptables and the agent's shim run from its own root file system in a fresh
-# network namespace; then, in the IPVS VM, its agent programs examples/.
+# network namespace; the arm64 image's agent and tools run under qemu-user;
+# then, in the IPVS VM, its agent programs examples/.
 image-check: image
 	scripts/image-check.sh --vm
 
