@@ -7,6 +7,9 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
 # The image's platforms: one static agent each, bin/kube-ipvs-OS-ARCH.
 PLATFORMS ?= linux/amd64 linux/arm64
+# make release: the image the manifests name, and where the release goes.
+IMAGE    ?= kube-ipvs:$(VERSION)
+DIST     ?= dist/$(VERSION)
 
 .PHONY: all build static static-platforms image image-check release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
 
@@ -33,6 +36,12 @@ static-platforms:
 # conntrack extracted by mmdebstrap, the static agent on top, umoci.
 image: static static-platforms
 	KUBE_IPVS_PLATFORMS='$(PLATFORMS)' KUBE_IPVS_VERSION='$(VERSION)' scripts/image.sh
+
+# A release a cluster installs, into dist/VERSION/: the image archive (both
+# platforms), its SBOM (SPDX), the manifests naming the versioned image and
+# SHA256SUMS. make release VERSION=v1.2.3 [IMAGE=NAME:TAG] [DIST=DIR]
+release: static-platforms
+	VERSION='$(VERSION)' IMAGE='$(IMAGE)' DIST='$(DIST)' KUBE_IPVS_PLATFORMS='$(PLATFORMS)' scripts/release.sh
 
 # The image proven: unpacked into bin/kube-ipvs-image/, its entrypoint, its
 # iptables and the agent's shim run from its own root file system in a fresh
