@@ -11,7 +11,7 @@ PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE    ?= kube-ipvs:$(VERSION)
 DIST     ?= dist/$(VERSION)
 
-.PHONY: all build static static-platforms image image-check release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
+.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
 
 all: build
 
@@ -50,11 +50,17 @@ release: static-platforms
 image-check: image
 	scripts/image-check.sh --vm
 
+# The arm64 image started under qemu-user from its own root file system: its
+# agent's version names linux/arm64, its agent and tools start.
+image-arm64: image
+	scripts/image-check.sh --arm64
+
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the
-# ipvsadm-compatible listing against the real ipvsadm; last, the agent against
-# a real kube-apiserver under its RBAC; last, a four-node cluster in the VM.
-test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e
+# ipvsadm-compatible listing against the real ipvsadm; then the agent against
+# a real kube-apiserver under its RBAC; the arm64 image under qemu-user; last,
+# a four-node cluster in the VM.
+test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm image-arm64 cluster-e2e
 
 # The benchmark's own module (its report, its percentiles) is tested here
 # too: `make bench` is not part of CI, and its verdicts must not rot.
