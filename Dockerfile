@@ -8,17 +8,25 @@
 # rules with iptables-save/-restore, so the image carries iptables (both the
 # nft and the legacy flavour: the agent uses the one the node uses), plus ipset
 # and conntrack for debugging a node from the pod. No shell, no apt.
-FROM golang:1.26 AS build
+#
+# Multi-platform (docker buildx build --platform linux/amd64,linux/arm64):
+# both build stages run on the build machine's platform, with no emulation:
+# Go cross-compiles, and the target architecture's packages are extracted
+# without running anything from them.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /kube-ipvs ./cmd/kube-ipvs
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /kube-ipvs ./cmd/kube-ipvs
 
-FROM debian:trixie-slim AS rootfs
+FROM --platform=$BUILDPLATFORM debian:trixie-slim AS rootfs
+ARG TARGETARCH=amd64
 COPY scripts/image.sh /image.sh
-RUN /image.sh rootfs /rootfs
+RUN /image.sh rootfs /rootfs ${TARGETARCH}
 
 FROM scratch
 COPY --from=rootfs /rootfs/ /

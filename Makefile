@@ -5,8 +5,13 @@ GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kube-ipvs
+# The image's platforms: one static agent each, bin/kube-ipvs-OS-ARCH.
+PLATFORMS ?= linux/amd64 linux/arm64
+# make release: the image the manifests name, and where the release goes.
+IMAGE    ?= kube-ipvs:$(VERSION)
+DIST     ?= dist/$(VERSION)
 
-.PHONY: all build static image image-check test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
+.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench coldstart conntrack-bench demo vet fmt clean
 
 all: build
 
@@ -17,23 +22,45 @@ build:
 static:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kube-ipvs
 
-# The DaemonSet's OCI image, bin/kube-ipvs-image.oci.tar, built with no
-# container daemon and no image registry: Debian's iptables, ipset and
+# The static agent cross-compiled for each of the image's platforms.
+static-platforms:
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -o bin/kube-ipvs-$$os-$$arch"; \
+	  GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kube-ipvs-$$os-$$arch ./cmd/kube-ipvs; \
+	done
+
+# The DaemonSet's OCI image, bin/kube-ipvs-image.oci.tar: one image index of
+# linux/amd64 and linux/arm64, built with no container daemon, no image
+# registry and no emulation: each architecture's Debian iptables, ipset and
 # conntrack extracted by mmdebstrap, the static agent on top, umoci.
-image: static
-	scripts/image.sh
+image: static static-platforms
+	KUBE_IPVS_PLATFORMS='$(PLATFORMS)' KUBE_IPVS_VERSION='$(VERSION)' scripts/image.sh
+
+# A release a cluster installs, into dist/VERSION/: the image archive (both
+# platforms), its SBOM (SPDX), the manifests naming the versioned image and
+# SHA256SUMS. make release VERSION=v1.2.3 [IMAGE=NAME:TAG] [DIST=DIR]
+release: static-platforms
+	VERSION='$(VERSION)' IMAGE='$(IMAGE)' DIST='$(DIST)' KUBE_IPVS_PLATFORMS='$(PLATFORMS)' scripts/release.sh
 
 # The image proven: unpacked into bin/kube-ipvs-image/, its entrypoint, its
 # iptables and the agent's shim run from its own root file system in a fresh
-# network namespace; then, in the IPVS VM, its agent programs examples/.
+# network namespace; the arm64 image's agent and tools run under qemu-user;
+# then, in the IPVS VM, its agent programs examples/.
 image-check: image
 	scripts/image-check.sh --vm
 
+# The arm64 image started under qemu-user from its own root file system: its
+# agent's version names linux/arm64, its agent and tools start.
+image-arm64: image
+	scripts/image-check.sh --arm64
+
 # Everything: pure-logic and fake-kernel tests here, then on a real IPVS
 # kernel in the VM: the dataplane contract suite, the agent itself, and the
-# ipvsadm-compatible listing against the real ipvsadm; last, the agent against
-# a real kube-apiserver under its RBAC; last, a four-node cluster in the VM.
-test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e
+# ipvsadm-compatible listing against the real ipvsadm; then the agent against
+# a real kube-apiserver under its RBAC; the arm64 image under qemu-user; last,
+# a four-node cluster in the VM.
+test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm image-arm64 cluster-e2e
 
 # The benchmark's own module (its report, its percentiles) is tested here
 # too: `make bench` is not part of CI, and its verdicts must not rot.

@@ -18,7 +18,7 @@ const module = "github.com/kube-ipvs/kube-ipvs/internal/"
 // layers orders the packages from the bottom up: a package may import only
 // packages of a lower layer. A new package must be placed here.
 var layers = [][]string{
-	{"model", "workers", "httplimit", "httplimit/httplimittest", "logv"},
+	{"model", "workers", "httplimit", "httplimit/httplimittest", "logv", "sbom"},
 	{"ipvstable", "shim", "snapshot", "metrics", "runner", "health"},
 	{"plan", "translate", "dataplane"},
 	{"dataplane/linux", "dataplane/fake", "dataplane/dataplanetest", "source", "config", "ipvsadm", "healthcheck"},

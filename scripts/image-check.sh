@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # image-check.sh: prove the built image (bin/kube-ipvs-image.oci.tar, `make
-# image`), not just its archive. It unpacks the image with umoci into an OCI
+# image`), not just its archive. The archive's index must name a linux/amd64
+# and a linux/arm64 image. It unpacks the amd64 image with umoci into an OCI
 # runtime bundle, takes the command from the bundle's config (the image's
 # ENTRYPOINT + CMD, which must be the Dockerfile's), and runs everything from
 # the image's own root file system (chroot) in a fresh network, mount and PID
@@ -16,6 +17,14 @@
 #     the image's iptables-nft-restore/-save and iptables-legacy-restore/-save
 #     and detecting the backend. The shim needs no IPVS.
 #
+# The arm64 image, unpacked the same way, runs from its own root file system
+# under qemu-user (qemu-aarch64-static, from Debian's qemu-user-static,
+# installed if missing; no binfmt_misc needed): its agent's `version` names
+# the version label and linux/arm64, its agent starts against examples/ as far
+# as opening IPVS (qemu-user passes only routing netlink, so it stops there),
+# and its iptables (both flavours), ipset and conntrack load their arm64
+# libraries.
+#
 # With --vm it also boots the IPVS VM (scripts/vm/run.sh) and runs the agent
 # there from the image's root file system, privileged with the host's
 # network as the DaemonSet runs it: the entrypoint and command against
@@ -24,7 +33,8 @@
 # the image's iptables (nft on a bare node), plan nothing on a second run and
 # clean up after itself.
 #
-# Leaves the bundle in bin/kube-ipvs-image/ (rootfs/, config.json). Root only.
+# Leaves the bundles in bin/kube-ipvs-image/ and bin/kube-ipvs-image-arm64/
+# (rootfs/, config.json). Root only.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +43,7 @@ bundle=${KUBE_IPVS_IMAGE_BUNDLE:-$repo/bin/kube-ipvs-image}
 archive=${KUBE_IPVS_IMAGE:-$repo/bin/kube-ipvs-image.oci.tar}
 tag=${KUBE_IPVS_IMAGE_TAG:-dev}
 rootfs=$bundle/rootfs
+bundle_arm64=${KUBE_IPVS_IMAGE_BUNDLE_ARM64:-$repo/bin/kube-ipvs-image-arm64}
 
 log() { echo "image-check: $*" >&2; }
 die() { echo "image-check: FAIL: $*" >&2; exit 1; }
@@ -44,14 +55,28 @@ command -v jq >/dev/null || {
     { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends jq >&2; }
 }
 
-# The image's config, read from the archive: index -> manifest -> config.
-image_config() {
+# The image index tagged $tag, read from the archive.
+image_index() {
+  local index
+  index=$(tar -xOf "$archive" index.json |
+    jq -r --arg tag "$tag" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $tag) |
+      select(.mediaType == "application/vnd.oci.image.index.v1+json") | .digest')
+  [ -n "$index" ] || die "no image index tagged $tag in $archive"
+  tar -xOf "$archive" "blobs/sha256/${index#sha256:}"
+}
+
+# A platform's image config, read from the archive: index -> manifest ->
+# config, which must name the platform the index lists it under.
+image_config() { # $1 os/arch
   local manifest config
-  manifest=$(tar -xOf "$archive" index.json |
-    jq -r --arg tag "$tag" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $tag) | .digest')
-  [ -n "$manifest" ] || die "no image tagged $tag in $archive"
+  manifest=$(image_index | jq -r --arg os "${1%/*}" --arg arch "${1#*/}" \
+    '.manifests[] | select(.platform.os == $os and .platform.architecture == $arch) | .digest')
+  [ "$(wc -w <<<"$manifest")" = 1 ] || die "the index tagged $tag lists $(wc -w <<<"$manifest") images for $1"
   config=$(tar -xOf "$archive" "blobs/sha256/${manifest#sha256:}" | jq -r .config.digest)
-  tar -xOf "$archive" "blobs/sha256/${config#sha256:}"
+  config=$(tar -xOf "$archive" "blobs/sha256/${config#sha256:}")
+  [ "$(jq -r '.os + "/" + .architecture' <<<"$config")" = "$1" ] ||
+    die "the $1 image's config says $(jq -r '.os + "/" + .architecture' <<<"$config")"
+  echo "$config"
 }
 
 # A JSON array instruction (ENTRYPOINT, CMD) of the Dockerfile's last stage.
@@ -106,11 +131,15 @@ main() {
   local vm=0 config entry cmd args
   case "${1:-}" in
   --vm) vm=1 ;;
+  --arm64)
+    arm64_only
+    return 0
+    ;;
   "") ;;
-  *) die "usage: $0 [--vm]" ;;
+  *) die "usage: $0 [--vm | --arm64]" ;;
   esac
-  "$here/image.sh" unpack "$bundle"
-  config=$(image_config)
+  "$here/image.sh" unpack "$bundle" linux/amd64
+  config=$(image_config linux/amd64)
   entry=$(jq -c .config.Entrypoint <<<"$config")
   cmd=$(jq -c .config.Cmd <<<"$config")
   [ "$entry" = "$(dockerfile_array ENTRYPOINT)" ] || die "image ENTRYPOINT $entry, Dockerfile $(dockerfile_array ENTRYPOINT)"
@@ -136,7 +165,7 @@ main() {
 
   local version
   version=$(jq -r '.config.Labels["org.opencontainers.image.version"]' <<<"$config")
-  check "entrypoint: version" "^kube-ipvs $version\$" "${args[0]}" version
+  check "entrypoint: version" "^kube-ipvs $version linux/amd64\$" "${args[0]}" version
   check "iptables is the nft flavour" '^iptables v[0-9.]+ \(nf_tables\)$' iptables --version
   check "iptables-legacy" '^iptables v[0-9.]+ \(legacy\)$' iptables-legacy --version
   local flavour rule='-A KUBE-IPVS-IMAGE-CHECK -p tcp -m comment --comment image-check -j RETURN'
@@ -152,6 +181,7 @@ main() {
 
   check_agent "${args[@]}"
   check_shim
+  check_arm64 "$version"
   [ $vm = 0 ] || check_vm "${args[@]}"
   log "PASS: $(du -h "$archive" | cut -f1) archive, $(du -sh "$rootfs" | cut -f1) unpacked root file system ($rootfs)"
 }
@@ -193,6 +223,73 @@ $out"
     expect "$test: the shim with the image's tools" "^--- PASS: $test " "$out"
   done
   rm -f "$rootfs/tmp/linux.test"
+}
+
+# --arm64: only the arm64 image under qemu-user (make image-arm64, part of
+# make test: seconds once qemu-user-static is installed).
+arm64_only() {
+  chroot=$(command -v chroot)
+  extra_env=
+  export chroot extra_env
+  nsdir=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "umount '$nsdir'/* 2>/dev/null; rm -rf '$nsdir'" EXIT
+  check_arm64 "$(image_config linux/amd64 | jq -r '.config.Labels["org.opencontainers.image.version"]')"
+  log "PASS: the arm64 image under qemu-user"
+}
+
+# The arm64 image from its own root file system, each program started by
+# qemu-user (static, so it runs inside the chroot and loads the image's arm64
+# dynamic linker and libraries for the dynamic ones).
+check_arm64() { # $1 version label of the amd64 image
+  local config qemu out rc=0
+  config=$(image_config linux/arm64)
+  [ "$(jq -c .config.Entrypoint <<<"$config")" = "$(dockerfile_array ENTRYPOINT)" ] &&
+    [ "$(jq -c .config.Cmd <<<"$config")" = "$(dockerfile_array CMD)" ] ||
+    die "the arm64 image's ENTRYPOINT and CMD are not the Dockerfile's"
+  [ "$(jq -r '.config.Labels["org.opencontainers.image.version"]' <<<"$config")" = "$1" ] ||
+    die "the arm64 image's version label is not $1"
+  log "ok: the index lists linux/amd64 and linux/arm64, each config naming its platform"
+  qemu=$(command -v qemu-aarch64-static) || {
+    log "installing qemu-user-static"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user-static >&2 ||
+      { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user-static >&2; }
+    qemu=$(command -v qemu-aarch64-static) || die "no qemu-aarch64-static after installing qemu-user-static"
+  }
+  "$here/image.sh" unpack "$bundle_arm64" linux/arm64
+  local args
+  mapfile -t args < <(jq -r '.process.args[]' "$bundle_arm64/config.json")
+  image_env=$(jq -r '.process.env | join(" ")' "$bundle_arm64/config.json")
+  export image_env
+  install -m 755 "$qemu" "$bundle_arm64/rootfs/tmp/qemu-aarch64-static"
+  local rootfs=$bundle_arm64/rootfs f
+  for f in bin/sh usr/bin/apt-get usr/bin/dpkg; do
+    [ ! -e "$rootfs/$f" ] || die "the arm64 image has /$f: it should carry no shell or package manager"
+  done
+  fresh_netns
+  check "arm64: entrypoint: version under qemu-user" "^kube-ipvs $1 linux/arm64\$" /tmp/qemu-aarch64-static "${args[0]}" version
+  # qemu-user passes no netfilter netlink, so the tools that open it at once
+  # (iptables-nft, ipset, conntrack) are proven by their dynamic linker
+  # finding every library in the image.
+  check "arm64: iptables-restore is the nft flavour" '^iptables-restore v[0-9.]+ \(nf_tables\)$' \
+    /tmp/qemu-aarch64-static /usr/sbin/iptables-restore --version
+  check "arm64: iptables-legacy" '^iptables v[0-9.]+ \(legacy\)$' /tmp/qemu-aarch64-static /usr/sbin/iptables-legacy --version
+  local tool
+  for tool in xtables-nft-multi xtables-legacy-multi ipset conntrack; do
+    out=$(in_image /tmp/qemu-aarch64-static /lib/ld-linux-aarch64.so.1 --list "/usr/sbin/$tool" 2>&1) ||
+      die "arm64: the dynamic linker cannot load /usr/sbin/$tool: $out"
+    ! grep -q 'not found' <<<"$out" || die "arm64: /usr/sbin/$tool misses libraries: $out"
+    expect "arm64: $tool finds its libraries" '/lib/aarch64-linux-gnu/libc\.so\.6' "$out"
+  done
+  mkdir -p "$rootfs/tmp/examples"
+  cp "$repo"/examples/*.yaml "$rootfs/tmp/examples/"
+  out=$(in_image /tmp/qemu-aarch64-static "${args[@]}" --logging-format=json --manifests /tmp/examples --once 2>&1) || rc=$?
+  if [ $rc -eq 0 ]; then
+    log "ok: arm64: agent --once under qemu-user programmed this kernel's IPVS from the image"
+  else
+    expect "arm64: agent starts under qemu-user and fails only for the missing IPVS (exit $rc)" 'IPVS is not available in this kernel' "$out"
+  fi
+  rm -rf "$rootfs/tmp/examples" "$rootfs/tmp/qemu-aarch64-static"
 }
 
 # The agent from the image's root file system on a real IPVS kernel.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
@@ -25,7 +26,7 @@ Usage:
   kube-ipvs status [-o text|wide|json|yaml] [NAMESPACE/NAME ...]
                               the running agent's view: each virtual server with its Service and endpoints
   kube-ipvs diff              what the running agent would change in the kernel now (empty at steady state)
-  kube-ipvs version           print the version
+  kube-ipvs version           print the version and the platform built for (linux/arm64)
 
   kube-ipvs agent --manifests DIR --dry-run [--dry-run-table FILE]
                               print what the agent would do, without root or IPVS (FILE: ipvsadm -Sn output)
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "diff":
 		return runDiff(ctx, rest, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "kube-ipvs", version)
+		fmt.Fprintln(stdout, "kube-ipvs", version, runtime.GOOS+"/"+runtime.GOARCH)
 		return 0
 	case "help", "-h", "--help":
 		if len(rest) > 0 && cmd == "help" { // help COMMAND: the command's flags

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -69,10 +70,15 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 	}
 }
 
+// TestVersion: the version and the platform the binary was built for, which
+// the image check compares with the platform of the image that carries it.
 func TestVersion(t *testing.T) {
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"kube-ipvs", "version"}, &out, &errb); code != 0 || out.String() != "kube-ipvs dev\n" {
-		t.Fatalf("exit %d, output %q", code, out.String())
+	want := "kube-ipvs dev " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	for _, arg := range []string{"version", "--version"} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"kube-ipvs", arg}, &out, &errb); code != 0 || out.String() != want {
+			t.Errorf("%s: exit %d, output %q, want %q", arg, code, out.String(), want)
+		}
 	}
 }
 
