@@ -97,6 +97,11 @@ func (o Owner) refusals(desired, observed model.State) []Refusal {
 	for k := range desired.Services {
 		switch by, foreignAddr := o.foreignOn(k.Addr, desired); {
 		case k.FWMark != 0:
+			// Another tool's service on the mark: the LocalSources
+			// members that would steer connections into it go too.
+			if o.isForeign(k, observed) {
+				out = append(out, Refusal{Key: k, Why: Foreign, By: k})
+			}
 		case !o.OwnsAddr(k.Addr):
 			out = append(out, Refusal{Key: k, Why: Excluded})
 		case o.claimsReserved(k):
@@ -200,6 +205,9 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 	// refused even when no desired virtual server asks for that frontend.
 	keepEntry := func(skip map[model.VSKey]bool) func(model.SetEntry) bool {
 		return func(e model.SetEntry) bool {
+			if mk, ok := MarkedFor(e); ok && skip[mk] {
+				return false
+			}
 			k, ok := FrontendOf(e)
 			return !ok || (!skip[k] && owner.OwnsAddr(k.Addr) && !owner.isForeign(k, observed))
 		}

@@ -281,7 +281,6 @@ func Rules(c Config, v6 bool) Ruleset {
 	return Ruleset{
 		IPv6: v6,
 		Tables: []Table{
-			{Name: "mangle", Chains: []Chain{{ChainLocalSources, marks}}},
 			{Name: "nat", Chains: []Chain{
 				{ChainServices, services},
 				{ChainPostrouting, postrouting},
@@ -300,6 +299,9 @@ func Rules(c Config, v6 bool) Ruleset {
 					"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 				}},
 			}},
+			// Written last: the firewall lets marked connections through
+			// before any is marked.
+			{Name: "mangle", Chains: []Chain{{ChainLocalSources, marks}}},
 		},
 		Jumps: jumps,
 	}
