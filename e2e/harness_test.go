@@ -68,6 +68,8 @@ type suite struct {
 	agent  *agent
 	client *client
 	starts int // agents started so far, to name their logs
+	// extraArgs are flags the next agents start with besides the suite's.
+	extraArgs []string
 }
 
 var (
@@ -162,7 +164,7 @@ func (s *suite) close() error {
 // sync, so a test starts from a programmed table.
 func (s *suite) startAgent() error {
 	s.starts++
-	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)))
+	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)), s.extraArgs...)
 	if err != nil {
 		return err
 	}
@@ -182,16 +184,17 @@ type agent struct {
 	waitErr error
 }
 
-func startAgent(dir, logPath string) (*agent, error) {
+func startAgent(dir, logPath string, extra ...string) (*agent, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the agent log: %w", err)
 	}
 	defer f.Close()
-	cmd := exec.Command(agentBin(), "agent",
+	args := append([]string{"agent",
 		"--manifests", dir, "--hostname-override", nodeName,
 		"--logging-format", "json", "--log-level", "debug",
-		"--ipvs-sync-period", syncPeriod, "--ipvs-min-sync-period", minSyncPeriod)
+		"--ipvs-sync-period", syncPeriod, "--ipvs-min-sync-period", minSyncPeriod}, extra...)
+	cmd := exec.Command(agentBin(), args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the agent: %w", err)
