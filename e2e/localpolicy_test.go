@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,19 @@ func TestLocalPolicyFromInside(t *testing.T) {
 		}); err != nil {
 			t.Errorf("cleaning up: %v", err)
 		}
+	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, cmd := range [][]string{{"ipvsadm", "-Ln"}, {"ipset", "list", "KUBE-IPVS-LOCAL-SOURCES"}, {"iptables-save"}} {
+			out, err := run(cmd[0], cmd[1:]...)
+			t.Logf("%v (%v):\n%s", cmd, err, out)
+		}
+		// The agent's goroutines, should it be stuck.
+		_ = s.agent.cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(2 * time.Second)
+		t.Logf("agent log:\n%s", s.agent.tail(400))
 	})
 	s.writeFile(t, svc.file(), svc.yaml())
 	mark := translate.LocalSourcesMark(model.ServiceName{Namespace: objNamespace, Name: svc.name}, "p", model.TCP, false, 0)

@@ -51,12 +51,19 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer dp.Close()
-	if *kubeProxyOnly || *shimOnly {
-		remove := dp.DeleteKubeProxyShim
-		if *shimOnly {
-			remove = dp.DeleteShim
+	if *shimOnly {
+		ops, err := reconciler.CleanupShim(ctx, dp)
+		for _, op := range ops {
+			fmt.Fprintln(stdout, op)
 		}
-		if err := remove(ctx); err != nil {
+		if err != nil {
+			log.Error("cleanup incomplete", zap.Error(err))
+			return 1
+		}
+		return 0
+	}
+	if *kubeProxyOnly {
+		if err := dp.DeleteKubeProxyShim(ctx); err != nil {
 			log.Error("cleanup incomplete", zap.Error(err))
 			return 1
 		}

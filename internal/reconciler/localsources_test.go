@@ -105,9 +105,24 @@ addr 192.0.2.20
 		t.Fatalf("members left:\n%s", got)
 	}
 
-	// Cleanup: the same predicate.
+	// Cleanup of the shim alone (a node handed back to kube-proxy): the
+	// firewall-mark virtual server goes with the marks, the rest stays.
 	r.store.SetService(localLB())
 	r.sync(false)
+	if _, err := CleanupShim(ctx, r.fake); err != nil {
+		t.Fatal(err)
+	}
+	r.expectDump(`-A -t 10.96.0.20:80 -s rr
+  -a -t 10.96.0.20:80 -r 10.244.2.7:8080 -m -w 1
+-A -t 192.0.2.20:80 -s rr
+-A -f 7 -s wlc
+addr 10.96.0.20
+addr 192.0.2.20
+`)
+
+	// Cleanup: the same predicate.
+	r.restart()
+	r.sync(true)
 	if _, err := Cleanup(ctx, r.fake, CleanupOptions{}); err != nil {
 		t.Fatal(err)
 	}
