@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,10 +57,7 @@ func TestLocalPolicyFromInside(t *testing.T) {
 			out, err := run(cmd[0], cmd[1:]...)
 			t.Logf("%v (%v):\n%s", cmd, err, out)
 		}
-		// The agent's goroutines, should it be stuck.
-		_ = s.agent.cmd.Process.Signal(syscall.SIGQUIT)
-		time.Sleep(2 * time.Second)
-		t.Logf("agent log:\n%s", s.agent.tail(400))
+		t.Logf("agent log:\n%s", s.agent.tail(60))
 	})
 	s.writeFile(t, svc.file(), svc.yaml())
 	mark := translate.LocalSourcesMark(model.ServiceName{Namespace: objNamespace, Name: svc.name}, "p", model.TCP, false, 0)

@@ -68,8 +68,9 @@ func (b *builder) localSources(p servicePort, v6 bool, fes []frontend, endpoints
 // virtual server in a family: a hash of the Service, port, protocol and
 // family, so that every node and every restart choose the same one without
 // keeping any record. It is at least 0x10000, above the small marks
-// keepalived configurations number their services with, and never holds
-// the masquerade mark's bit (0: kube-proxy's 0x4000), which would have the
+// keepalived configurations number their services with, below 1<<31
+// (ipvsadm prints a larger mark as a negative number), and never holds the
+// masquerade mark's bit (0: kube-proxy's 0x4000), which would have the
 // connection masqueraded. Two Service ports whose marks collide are told
 // apart as any two Services claiming one virtual server are: the first
 // keeps it, the other's pods and node get its local endpoints only.
@@ -82,7 +83,7 @@ func LocalSourcesMark(svc model.ServiceName, port string, proto model.Protocol, 
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	m := h.Sum32() &^ masq
+	m := h.Sum32() &^ (masq | 1<<31)
 	for bit := 16; m < 1<<16; bit++ {
 		m |= 1 << bit &^ masq
 	}

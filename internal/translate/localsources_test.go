@@ -147,7 +147,7 @@ func TestLocalSourcesMark(t *testing.T) {
 		for i := range 200 {
 			name := model.ServiceName{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i)}
 			m := LocalSourcesMark(name, "p", model.TCP, i%2 == 0, masq)
-			if m&masq != 0 || m < 1<<16 {
+			if m&masq != 0 || m < 1<<16 || m >= 1<<31 {
 				t.Fatalf("mark %#x for %s with masquerade mark %#x", m, name, masq)
 			}
 			if m != LocalSourcesMark(name, "p", model.TCP, i%2 == 0, masq) {
