@@ -237,17 +237,20 @@ func Rules(c Config, v6 bool) Ruleset {
 	// modes send it (their "short-circuit pod traffic" and "short-circuit
 	// local traffic" rules); anyone else's gets this node's endpoints.
 	// IPVS matches the whole mark, so the set's mark replaces the packet's.
-	fromLocal := []string{"-m addrtype --src-type LOCAL"}
-	if pod := c.ifPod(v6); pod != "" {
-		fromLocal = append([]string{pod}, fromLocal...)
-	}
+	// Every packet passes the mangle rules: each tests the cheapest match
+	// first (an address, then a hash lookup in the set) and looks up the
+	// source's address type only for packets to a Local frontend.
 	localSources := "-m set --match-set " + set(LocalSources) + " dst,dst"
+	fromLocal := []string{localSources + " -m addrtype --src-type LOCAL"}
+	if pod := c.ifPod(v6); pod != "" {
+		fromLocal = append([]string{pod + " " + localSources}, fromLocal...)
+	}
 	var marks, passLocal []string
 	for _, from := range fromLocal {
-		marks = append(marks, from+" "+localSources+" -j SET --map-set "+set(LocalSources)+" dst,dst --map-mark")
+		marks = append(marks, from+" -j SET --map-set "+set(LocalSources)+" dst,dst --map-mark")
 		// Such a connection goes on to IPVS even when this node has no
 		// endpoint of the frontend: its firewall-mark virtual server has.
-		passLocal = append(passLocal, from+" "+localSources+" -j RETURN")
+		passLocal = append(passLocal, from+" -j RETURN")
 	}
 
 	postrouting := []string{
