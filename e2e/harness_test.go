@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,8 @@ type suite struct {
 	agent  *agent
 	client *client
 	starts int // agents started so far, to name their logs
+	// extraArgs are flags the next agents start with besides the suite's.
+	extraArgs []string
 }
 
 var (
@@ -163,7 +166,7 @@ func (s *suite) close() error {
 // programmed table.
 func (s *suite) startAgent(extra ...string) error {
 	s.starts++
-	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)), extra...)
+	a, err := startAgent(s.dir, filepath.Join(s.logDir, fmt.Sprintf("agent-%d.log", s.starts)), append(slices.Clone(s.extraArgs), extra...)...)
 	if err != nil {
 		return err
 	}

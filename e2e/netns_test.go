@@ -155,14 +155,18 @@ func (b *backend) stop() error {
 // made on one OS thread switched into that namespace; once made, a socket
 // stays in its namespace and can be used from any goroutine.
 type client struct {
+	ns   string
 	reqs chan func()
 }
 
-func newClient() (*client, error) {
-	if err := addNS(clientNS, clientNodeAddr, clientAddrs...); err != nil {
+func newClient() (*client, error) { return newClientIn(clientNS, clientNodeAddr, clientAddrs...) }
+
+// newClientIn makes namespace ns (see addNS) and a client in it.
+func newClientIn(ns, nodeAddr string, addrs ...string) (*client, error) {
+	if err := addNS(ns, nodeAddr, addrs...); err != nil {
 		return nil, err
 	}
-	c := &client{reqs: make(chan func())}
+	c := &client{ns: ns, reqs: make(chan func())}
 	errc := make(chan error)
 	go c.loop(errc)
 	if err := <-errc; err != nil {
@@ -176,15 +180,15 @@ func newClient() (*client, error) {
 // namespace, so it ends with this goroutine.
 func (c *client) loop(errc chan<- error) {
 	runtime.LockOSThread()
-	h, err := netns.GetFromName(clientNS)
+	h, err := netns.GetFromName(c.ns)
 	if err != nil {
-		errc <- fmt.Errorf("opening namespace %s: %w", clientNS, err)
+		errc <- fmt.Errorf("opening namespace %s: %w", c.ns, err)
 		return
 	}
 	err = netns.Set(h)
 	h.Close()
 	if err != nil {
-		errc <- fmt.Errorf("entering namespace %s: %w", clientNS, err)
+		errc <- fmt.Errorf("entering namespace %s: %w", c.ns, err)
 		return
 	}
 	errc <- nil

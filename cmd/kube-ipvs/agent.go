@@ -386,6 +386,7 @@ func reconcilerOptions(c config.Config, node string, dp dataplane.Dataplane, src
 			DrainTimeout:      c.DrainTimeout,
 			MaxFrontends:      c.MaxFrontendsPerService,
 			ExternalIPCIDRs:   c.ExternalIPCIDRs,
+			MasqueradeMark:    c.ShimConfig().MasqueradeMark,
 		},
 		NodePortRange: c.NodePortRange,
 		Exclude:       c.ExcludeCIDRs,

@@ -111,12 +111,19 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		log.Warn("the config file has fields kube-proxy v1.37 does not know, or a key given twice: they are ignored",
 			zap.String("config", o.configFile), zap.Strings("unknown", o.lenient))
 	}
-	if o.kubeProxyOnly || o.shimOnly {
-		remove := dp.DeleteKubeProxyShim
-		if o.shimOnly {
-			remove = dp.DeleteShim
+	if o.shimOnly {
+		ops, err := reconciler.CleanupShim(ctx, dp)
+		for _, op := range ops {
+			fmt.Fprintln(stdout, op)
 		}
-		if err := remove(ctx); err != nil {
+		if err != nil {
+			log.Error("cleanup incomplete", zap.Error(err))
+			return 1
+		}
+		return 0
+	}
+	if o.kubeProxyOnly {
+		if err := dp.DeleteKubeProxyShim(ctx); err != nil {
 			log.Error("cleanup incomplete", zap.Error(err))
 			return 1
 		}

@@ -109,6 +109,7 @@ type svcSpec struct {
 	tcpNodePort          int32 // 0: none
 	udpNodePort          int32 // 0: no UDP port
 	healthCheckNodePort  int32
+	externalIPs          []string
 }
 
 func (s svcSpec) object() *corev1.Service {
@@ -127,6 +128,7 @@ func (s svcSpec) object() *corev1.Service {
 		o.Spec.Ports = append(o.Spec.Ports, corev1.ServicePort{Name: "udp", Protocol: corev1.ProtocolUDP, Port: 53,
 			TargetPort: intstr.FromInt32(podUDPPort), NodePort: s.udpNodePort})
 	}
+	o.Spec.ExternalIPs = s.externalIPs
 	if s.etpLocal {
 		o.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 		o.Spec.HealthCheckNodePort = s.healthCheckNodePort

@@ -19,6 +19,7 @@ func testPolicies(ctx context.Context, t *testing.T, c *cluster) {
 	}{
 		{"externalTrafficPolicy Cluster: any node forwards", testClusterPolicy},
 		{"externalTrafficPolicy Local: health checks steer the load balancer, the client address survives", testLocalPolicy},
+		{"externalTrafficPolicy Local from inside: pods and the node reach every endpoint, outside clients local ones", testLocalFromInside},
 		{"a pod moving between nodes behind externalTrafficPolicy Local", testPodMoves},
 		{"internalTrafficPolicy Local", testInternalLocal},
 		{"trafficDistribution PreferClose: zone hints", testPreferClose},

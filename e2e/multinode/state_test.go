@@ -29,7 +29,7 @@ func readState(n *node) (nodeState, error) {
 			return nil, err
 		}
 		var lines []string
-		for _, l := range strings.Split(out, "\n") {
+		for _, l := range withoutEmptyTables(strings.Split(out, "\n")) {
 			if l == "" || strings.HasPrefix(l, "#") {
 				continue
 			}
@@ -68,6 +68,37 @@ func readState(n *node) (nodeState, error) {
 	}
 	st["kube-ipvs0 addresses"] = sorted(vips)
 	return st, nil
+}
+
+// withoutEmptyTables drops the tables of iptables-save output that hold
+// no rule and no chain of anyone's: a table once used stays listed with
+// its built-in chains after its last rule goes (the mangle table after
+// `kube-ipvs cleanup`), and holds nothing.
+func withoutEmptyTables(lines []string) []string {
+	var out, table []string
+	empty := true
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "*"):
+			table, empty = []string{l}, true
+		case table == nil:
+			out = append(out, l)
+		case l == "COMMIT":
+			if !empty {
+				out = append(append(out, table...), l)
+			}
+			table = nil
+		default:
+			table = append(table, l)
+			// A built-in chain's line names its policy; anyone's own
+			// chain's names "-".
+			f := strings.Fields(l)
+			if strings.HasPrefix(l, "-A ") || (strings.HasPrefix(l, ":") && len(f) > 1 && f[1] == "-") {
+				empty = false
+			}
+		}
+	}
+	return out
 }
 
 func sorted(s []string) []string {

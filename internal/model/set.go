@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math"
@@ -42,6 +43,13 @@ const (
 	addr2Valid
 	addr2Is6
 	addr2IsNet // addr2 and bits are Net
+	// addr2IsMark: addr2's first four bytes are the packet mark a member
+	// of a set made with skbinfo gives the packets it matches (ipset's
+	// skbmark). Only hash:ip,port members carry one, so it shares addr2's
+	// room. It is data of the member, not part of its key: the kernel
+	// holds one member per address, protocol and port whatever its mark
+	// (see Key).
+	addr2IsMark
 )
 
 // NewSetEntry is a member of set: an address, with a protocol and port
@@ -56,7 +64,7 @@ func NewSetEntry(set string, addr netip.Addr, proto Protocol, port uint16) SetEn
 func (e SetEntry) WithAddr2(a netip.Addr) SetEntry {
 	var f entryFlags
 	e.addr2, f = packAddr(a, addr2Valid, addr2Is6)
-	e.flags = e.flags&^(addr2Valid|addr2Is6|addr2IsNet) | f
+	e.flags = e.flags&^(addr2Valid|addr2Is6|addr2IsNet|addr2IsMark) | f
 	e.bits = 0
 	return e
 }
@@ -95,6 +103,35 @@ func unpackAddr(b [16]byte, f, valid, is6 entryFlags) netip.Addr {
 	return netip.AddrFrom4([4]byte(b[12:]))
 }
 
+// WithSkbMark is e, a member with no second address or net, with the
+// packet mark its set gives matching packets (0: none).
+func (e SetEntry) WithSkbMark(mark uint32) SetEntry {
+	e = e.WithAddr2(netip.Addr{})
+	if mark != 0 {
+		binary.BigEndian.PutUint32(e.addr2[:4], mark)
+		e.flags |= addr2IsMark
+	}
+	return e
+}
+
+// SkbMark is the member's packet mark, 0 when it has none.
+func (e SetEntry) SkbMark() uint32 {
+	if e.flags&addr2IsMark == 0 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(e.addr2[:4])
+}
+
+// Key is the member without its mark: what the kernel finds it by (an
+// add of a member whose key is there fails, whatever the mark; a delete
+// removes it whatever the mark).
+func (e SetEntry) Key() SetEntry {
+	if e.flags&addr2IsMark == 0 {
+		return e
+	}
+	return e.WithSkbMark(0)
+}
+
 // Set is the name of the member's set.
 func (e SetEntry) Set() string { return e.set.String() }
 
@@ -124,7 +161,8 @@ func (e SetEntry) Net() netip.Prefix {
 }
 
 // Member renders the entry's member as `ipset add` takes it:
-// "10.96.0.1,tcp:80", "10.244.0.5,tcp:8080,10.244.0.5", "192.0.2.1,tcp:80,10.0.0.0/8".
+// "10.96.0.1,tcp:80", "10.244.0.5,tcp:8080,10.244.0.5", "192.0.2.1,tcp:80,10.0.0.0/8",
+// "192.0.2.1,tcp:80 skbmark 0x1a2b0000".
 func (e SetEntry) Member() string {
 	var b strings.Builder
 	b.WriteString(e.Addr().String())
@@ -136,6 +174,9 @@ func (e SetEntry) Member() string {
 	}
 	if n := e.Net(); n.IsValid() {
 		b.WriteString("," + n.String())
+	}
+	if m := e.SkbMark(); m != 0 {
+		fmt.Fprintf(&b, " skbmark %#x", m)
 	}
 	return b.String()
 }
@@ -175,6 +216,8 @@ func (e SetEntry) Compare(o SetEntry) int {
 
 func (e SetEntry) secondRank() int {
 	switch {
+	case e.flags&addr2IsMark != 0:
+		return 3 // compared by its bytes, the mark's, next
 	case e.flags&addr2Valid == 0:
 		return 0
 	case e.flags&addr2IsNet != 0:

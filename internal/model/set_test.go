@@ -112,3 +112,25 @@ func TestVSKeyIsCompact(t *testing.T) {
 		t.Errorf("VSKey is %d bytes", n)
 	}
 }
+
+func TestSetEntrySkbMark(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.1")
+	plain := NewSetEntry("S", a, TCP, 80)
+	marked := plain.WithSkbMark(0x1a2b0000)
+	if got, want := marked.String(), "S 192.0.2.1,tcp:80 skbmark 0x1a2b0000"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if marked.SkbMark() != 0x1a2b0000 || plain.SkbMark() != 0 {
+		t.Errorf("SkbMark = %#x, %#x", marked.SkbMark(), plain.SkbMark())
+	}
+	if marked == plain || marked.Key() != plain || marked.WithSkbMark(0) != plain {
+		t.Errorf("a mark is data of the member: Key() = %v, want %v", marked.Key(), plain)
+	}
+	if marked.Addr2().IsValid() || marked.Net().IsValid() {
+		t.Errorf("a marked member has no second address or net: %v %v", marked.Addr2(), marked.Net())
+	}
+	other := plain.WithSkbMark(0x1a2c0000)
+	if plain.Compare(marked) >= 0 || marked.Compare(other) >= 0 || other.Compare(marked) <= 0 || marked.Compare(marked) != 0 {
+		t.Error("members order unmarked first, then by mark")
+	}
+}

@@ -97,6 +97,11 @@ func (o Owner) refusals(desired, observed model.State) []Refusal {
 	for k := range desired.Services {
 		switch by, foreignAddr := o.foreignOn(k.Addr, desired); {
 		case k.FWMark != 0:
+			// Another tool's service on the mark: the LocalSources
+			// members that would steer connections into it go too.
+			if o.isForeign(k, observed) {
+				out = append(out, Refusal{Key: k, Why: Foreign, By: k})
+			}
 		case !o.policy.Families.Has(k.Addr):
 			out = append(out, Refusal{Key: k, Why: Unserved})
 		case o.claimsReserved(k):
@@ -130,10 +135,16 @@ func (o Owner) Made(made map[model.VSKey]struct{}) Owner {
 // desired frontend there that kube-proxy made (its address bound on our
 // link, or a NodePort) is taken over, as kube-proxy itself takes over
 // whatever virtual server a Service names; any other virtual server there
-// is refused as another tool's.
+// is refused as another tool's. A firewall-mark virtual server is claimed
+// as it is owned: by our LocalSources member carrying its mark.
 func (o Owner) claims(k model.VSKey) bool {
-	_, made := o.made[k]
-	return made || o.recorded(k) || o.adoptable(k)
+	if _, made := o.made[k]; made {
+		return true
+	}
+	if k.FWMark != 0 {
+		return o.OwnsService(k)
+	}
+	return o.recorded(k) || o.adoptable(k)
 }
 
 // isForeign tells whether k exists in the kernel and is not ours.
@@ -206,6 +217,9 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 	// refused even when no desired virtual server asks for that frontend.
 	keepEntry := func(skip map[model.VSKey]bool) func(model.SetEntry) bool {
 		return func(e model.SetEntry) bool {
+			if mk, ok := MarkedFor(e); ok && skip[mk] {
+				return false
+			}
 			k, ok := FrontendOf(e)
 			return !ok || (!skip[k] && owner.policy.Families.Has(k.Addr) && !owner.isForeign(k, observed))
 		}

@@ -249,7 +249,9 @@ func permute(ops []Op, from func(int) int, done func(int)) {
 // records is created (its removal, like every member's, comes last, after
 // the virtual server is deleted).
 func stage(o Op) int {
-	if o.Kind == AddSetEntry && shim.KindOf(o.Entry) == shim.Frontends {
+	// Ownership records go before anything: a LocalSources member is
+	// the record of its firewall-mark virtual server.
+	if o.Kind == AddSetEntry && (shim.KindOf(o.Entry) == shim.Frontends || shim.KindOf(o.Entry) == shim.LocalSources) {
 		return -1
 	}
 	return int(o.Kind)

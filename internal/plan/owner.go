@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/netip"
+	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -48,6 +49,8 @@ type Owner struct {
 	// made are the ones this agent created (see Made).
 	foreign *foreignIndex
 	made    map[model.VSKey]struct{}
+	// marks indexes the marks our LocalSources members carry.
+	marks *markIndex
 }
 
 // NewOwner builds the predicate from one observed state: its link
@@ -60,6 +63,7 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 		setMembers: observed.Sets,
 		nodeAddrs:  make(map[netip.Addr]struct{}, len(nodeAddrs)),
 		foreign:    newForeignIndex(observed.Services),
+		marks:      &markIndex{members: observed.Sets},
 	}
 	for _, a := range nodeAddrs {
 		o.nodeAddrs[a] = struct{}{}
@@ -79,7 +83,16 @@ func NewOwner(observed model.State, nodeAddrs []netip.Addr, p OwnerPolicy) Owner
 // it. Inside them nothing else is ours, as kube-proxy never deletes a
 // virtual server there (cleanLegacyService skips isIPInExcludeCIDRs): that
 // is where keepalived and other tools keep theirs.
+//
+// A firewall-mark virtual server is ours only when one of our LocalSources
+// members carries its mark in its family: the agent adds that member
+// before it creates the virtual server and removes it after deleting it,
+// and no other rule makes one ours, so keepalived's and anyone else's
+// firewall-mark services survive.
 func (o Owner) OwnsService(k model.VSKey) bool {
+	if k.FWMark != 0 {
+		return o.policy.Families.Has(k.Addr) && o.marks.has(k)
+	}
 	return o.recorded(k) || (!o.excluded(k.Addr) && o.adoptable(k))
 }
 
@@ -171,4 +184,48 @@ func (o Owner) OwnsAddr(a netip.Addr) bool {
 	}
 	_, ours := o.setMembers[shim.VIPEntry(a)]
 	return ours
+}
+
+// markIndex is the set of firewall marks (with their family) that our
+// LocalSources members carry. It walks every member of our sets, so it is
+// built once per owner and only when a diff asks about a firewall-mark
+// virtual server.
+type markIndex struct {
+	once    sync.Once
+	members map[model.SetEntry]struct{}
+	marks   map[model.VSKey]struct{}
+}
+
+// has tells whether a member carries k's mark in k's family.
+func (m *markIndex) has(k model.VSKey) bool {
+	if m == nil {
+		return false
+	}
+	m.once.Do(func() {
+		m.marks = map[model.VSKey]struct{}{}
+		for e := range m.members {
+			if mk, ok := MarkedFor(e); ok {
+				m.marks[mk] = struct{}{}
+			}
+		}
+	})
+	_, ok := m.marks[model.VSKey{FWMark: k.FWMark, Addr: unspecified(k.IsIPv6())}]
+	return ok
+}
+
+// MarkedFor is the firewall-mark virtual server a LocalSources member
+// steers its connections to; false for every other member.
+func MarkedFor(e model.SetEntry) (model.VSKey, bool) {
+	if shim.KindOf(e) != shim.LocalSources || e.SkbMark() == 0 {
+		return model.VSKey{}, false
+	}
+	return model.VSKey{FWMark: e.SkbMark(), Addr: unspecified(e.Addr().Is6())}, true
+}
+
+// unspecified is the address a firewall-mark key of a family holds.
+func unspecified(v6 bool) netip.Addr {
+	if v6 {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
 }

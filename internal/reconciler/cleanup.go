@@ -71,3 +71,35 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 	}
 	return done, errors.Join(errs...)
 }
+
+// CleanupShim removes the netfilter shim and, before it, the firewall-mark
+// virtual servers of Local-policy frontends, which serve only the
+// connections the shim marks and which only its LOCAL-SOURCES members mark
+// as ours: left behind they would be no one's. Every other virtual server,
+// the VIPs and the link stay, for a kube-proxy that already serves them
+// (`kube-ipvs cleanup --shim-only`). It returns the operations it applied.
+func CleanupShim(ctx context.Context, dp dataplane.Dataplane) ([]plan.Op, error) {
+	obs, err := dp.Observe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("observe kernel state: %w", err)
+	}
+	owner := plan.NewOwner(obs.State, nil, plan.OwnerPolicy{Families: model.Families{IPv4: true, IPv6: true}})
+	var errs []error
+	var done []plan.Op
+	for _, k := range obs.State.SortedKeys() {
+		if k.FWMark == 0 || !owner.OwnsService(k) {
+			continue
+		}
+		op := plan.Op{Kind: plan.DeleteService, VS: obs.State.Services[k].VirtualServer}
+		if err := applyOp(ctx, dp, op); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s: %w", op, err))
+			continue
+		}
+		done = append(done, op)
+	}
+	if len(errs) > 0 {
+		// Keep the shim: its sets are what mark the rest as ours.
+		return done, errors.Join(errs...)
+	}
+	return done, dp.DeleteShim(ctx)
+}

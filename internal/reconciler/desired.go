@@ -528,6 +528,9 @@ func withoutFrontends(res translate.Result, gone map[model.VSKey]bool) translate
 		}
 	}
 	for _, e := range res.SetEntries {
+		if mk, ok := plan.MarkedFor(e); ok && gone[mk] {
+			continue // it would steer connections into another's virtual server
+		}
 		k, frontend := plan.FrontendOf(e)
 		// Hairpin members serve the Service's endpoints through any
 		// frontend it keeps; with none kept they serve nothing.

@@ -19,6 +19,7 @@ const (
 	ChainFirewall     = "KUBE-IPVS-FIREWALL"
 	ChainSourceRanges = "KUBE-IPVS-SOURCE-RANGES"
 	ChainForward      = "KUBE-IPVS-FORWARD"
+	ChainLocalSources = "KUBE-IPVS-LOCAL-SOURCES"
 )
 
 // DefaultMasqueradeMark is the packet mark that asks for masquerading
@@ -147,6 +148,19 @@ func (c Config) ifNotPod(v6 bool) string {
 	return ""
 }
 
+// ifPod is the match for traffic from a pod, as kube-proxy's
+// LocalTrafficDetector.IfLocal renders it; "" when the family has no way
+// to tell.
+func (c Config) ifPod(v6 bool) string {
+	if c.PodInterface != "" {
+		return "-i " + c.PodInterface
+	}
+	if cidr, ok := c.podCIDR(v6); ok {
+		return "-s " + cidr.String()
+	}
+	return ""
+}
+
 // Jump is a rule in a built-in chain that enters one of ours.
 type Jump struct{ Table, From, To string }
 
@@ -176,8 +190,12 @@ type Ruleset struct {
 // jumps enter our chains from the built-in ones: nat PREROUTING (traffic
 // from elsewhere) and OUTPUT (the node's own) for marking, POSTROUTING for
 // masquerading, filter INPUT for the firewall (IPVS takes VIP traffic in
-// LOCAL_IN, after filter INPUT) and FORWARD for replies IPVS handles there.
+// LOCAL_IN, after filter INPUT) and FORWARD for replies IPVS handles there,
+// mangle PREROUTING and OUTPUT for the firewall marks of Local-policy
+// frontends (ipset's --map-mark is allowed in the mangle table only).
 var jumps = []Jump{
+	{"mangle", "PREROUTING", ChainLocalSources},
+	{"mangle", "OUTPUT", ChainLocalSources},
 	{"nat", "PREROUTING", ChainServices},
 	{"nat", "OUTPUT", ChainServices},
 	{"nat", "POSTROUTING", ChainPostrouting},
@@ -212,8 +230,35 @@ func Rules(c Config, v6 bool) Ruleset {
 	}
 	services = append(services, "-m set --match-set "+set(External)+" dst,dst -j "+ChainMarkMasq)
 
+	// A pod's or the node's connection to a Local-policy frontend gets its
+	// virtual server's firewall mark, which IPVS looks up before the
+	// address: such "internal traffic to an external destination" goes to
+	// every endpoint of the cluster, as kube-proxy's iptables and nftables
+	// modes send it (their "short-circuit pod traffic" and "short-circuit
+	// local traffic" rules); anyone else's gets this node's endpoints.
+	// IPVS matches the whole mark, so the set's mark replaces the packet's.
+	// Every packet passes the mangle rules: each tests the cheapest match
+	// first (an address, then a hash lookup in the set) and looks up the
+	// source's address type only for packets to a Local frontend.
+	localSources := "-m set --match-set " + set(LocalSources) + " dst,dst"
+	fromLocal := []string{localSources + " -m addrtype --src-type LOCAL"}
+	if pod := c.ifPod(v6); pod != "" {
+		fromLocal = append([]string{pod + " " + localSources}, fromLocal...)
+	}
+	var marks, passLocal []string
+	for _, from := range fromLocal {
+		marks = append(marks, from+" -j SET --map-set "+set(LocalSources)+" dst,dst --map-mark")
+		// Such a connection goes on to IPVS even when this node has no
+		// endpoint of the frontend: its firewall-mark virtual server has.
+		passLocal = append(passLocal, from+" -j RETURN")
+	}
+
 	postrouting := []string{
 		"-m set --match-set " + set(LoopBack) + " dst,dst,src -j MASQUERADE",
+		// The node's own connections to a VIP leave from the VIP, which
+		// every node binds: their replies come back here only masqueraded
+		// (kube-proxy's "masquerade local traffic").
+		"-m set --match-set " + set(VIPs) + " src -j MASQUERADE",
 		"-m mark ! --mark " + mark + " -j RETURN",
 		// Clear the mark so a packet that loops through the stack again
 		// is not masqueraded twice (--xor-mark, as iptables-save prints it).
@@ -222,6 +267,9 @@ func Rules(c Config, v6 bool) Ruleset {
 	}
 	firewall := []string{
 		"-m set --match-set " + set(Firewall) + " dst,dst -j " + ChainSourceRanges,
+	}
+	firewall = append(firewall, passLocal...)
+	firewall = append(firewall, []string{
 		// NEW only: a draining real server's open connections go on.
 		"-p tcp -m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with tcp-reset",
 		"-m conntrack --ctstate NEW -m set --match-set " + set(NoEndpoints) + " dst,dst -j REJECT --reject-with " + icmpUnreach,
@@ -232,7 +280,7 @@ func Rules(c Config, v6 bool) Ruleset {
 		// addresses (NodePorts, health-check ports) are not VIPs.
 		"-m set --match-set " + set(Frontends) + " dst,dst -j RETURN",
 		"-m conntrack --ctstate NEW -m set --match-set " + set(VIPs) + " dst -j REJECT --reject-with " + icmpUnreach,
-	}
+	}...)
 	return Ruleset{
 		IPv6: v6,
 		Tables: []Table{
@@ -254,6 +302,9 @@ func Rules(c Config, v6 bool) Ruleset {
 					"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 				}},
 			}},
+			// Written last: the firewall lets marked connections through
+			// before any is marked.
+			{Name: "mangle", Chains: []Chain{{ChainLocalSources, marks}}},
 		},
 		Jumps: jumps,
 	}

@@ -58,6 +58,18 @@ const (
 	// sockets (sshd on 0.0.0.0:22, the kubelet) cannot be reached through a
 	// ClusterIP or external IP (kube-proxy's KUBE-IPVS-FILTER does the same).
 	VIPs
+	// LocalSources holds addr,proto:port of every load-balancer IP,
+	// external IP and NodePort frontend with externalTrafficPolicy Local,
+	// each with the mark (skbmark) of the firewall-mark virtual server
+	// that serves it with every endpoint of the cluster. New connections
+	// to it from this node's pods or from the node itself are given that
+	// mark, so IPVS serves them from every endpoint, as kube-proxy's
+	// iptables and nftables modes send such "internal traffic to an
+	// external destination" to the cluster-wide endpoints; everyone else
+	// gets this node's endpoints only. A member is added before its
+	// virtual server is created and removed after it is deleted, so it is
+	// also the record that the mark's virtual server is ours.
+	LocalSources
 )
 
 // IPSetType is an ipset type as `ipset create` takes it. It decides which
@@ -80,6 +92,9 @@ type kindInfo struct {
 	// guardsSource: the member is part of a load balancer's source-range
 	// filter, which must be in place before its VIP goes live.
 	guardsSource bool
+	// skbInfo: the set is made with ipset's skbinfo extension, and its
+	// members carry a packet mark.
+	skbInfo bool
 }
 
 var kindInfos = [...]kindInfo{
@@ -92,7 +107,8 @@ var kindInfos = [...]kindInfo{
 	Frontends:    {suffix: "FRONTENDS", typ: HashIPPort, frontend: true},
 	// Not "IPS": kube-proxy's set of the addresses on kube-ipvs0 is
 	// KUBE-IPVS-IPS.
-	VIPs: {suffix: "VIPS", typ: HashIP},
+	VIPs:         {suffix: "VIPS", typ: HashIP},
+	LocalSources: {suffix: "LOCAL-SOURCES", typ: HashIPPort, frontend: true, skbInfo: true},
 }
 
 // MaxSetMembers is the maxelem every set is created with. The kernel's
@@ -105,7 +121,7 @@ var kindInfos = [...]kindInfo{
 const MaxSetMembers = 1 << 20
 
 // kinds lists every set kind in creation order.
-var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints, Frontends, VIPs}
+var kinds = []SetKind{ClusterIP, External, LoopBack, Firewall, SourceRanges, NoEndpoints, Frontends, VIPs, LocalSources}
 
 func (k SetKind) info() kindInfo {
 	if k == 0 || int(k) >= len(kindInfos) {
@@ -154,6 +170,10 @@ var setNames = func() (out [len(kindInfos)][2]string) {
 
 // Type is the kind's ipset type.
 func (k SetKind) Type() IPSetType { return k.info().typ }
+
+// SkbInfo tells whether the kind's sets are made with ipset's skbinfo
+// extension: their members carry a packet mark (model.SetEntry.SkbMark).
+func (k SetKind) SkbInfo() bool { return k.info().skbInfo }
 
 // NamesFrontend tells whether a member names a frontend (address, protocol
 // and port of a virtual server the agent made).
@@ -204,6 +224,8 @@ type SetDef struct {
 	Name string
 	Type IPSetType
 	IPv6 bool
+	// SkbInfo: made with the skbinfo extension (`ipset create ... skbinfo`).
+	SkbInfo bool
 }
 
 // Sets lists the sets of the enabled families.
@@ -214,7 +236,7 @@ func Sets(ipv4, ipv6 bool) []SetDef {
 			continue
 		}
 		for _, k := range kinds {
-			out = append(out, SetDef{Kind: k, Name: k.Name(fam.v6), Type: k.Type(), IPv6: fam.v6})
+			out = append(out, SetDef{Kind: k, Name: k.Name(fam.v6), Type: k.Type(), IPv6: fam.v6, SkbInfo: k.SkbInfo()})
 		}
 	}
 	return out
@@ -261,6 +283,13 @@ func VIPEntry(addr netip.Addr) model.SetEntry {
 func LoopBackEntry(proto model.Protocol, ep netip.AddrPort) model.SetEntry {
 	a := ep.Addr().Unmap()
 	return model.NewSetEntry(LoopBack.Name(a.Is6()), a, proto, ep.Port()).WithAddr2(a)
+}
+
+// LocalSourceEntry is the LocalSources member of a Local-policy frontend:
+// its pods' and the node's new connections get mark, the firewall mark of
+// the virtual server that serves them from every endpoint.
+func LocalSourceEntry(addr netip.Addr, proto model.Protocol, port uint16, mark uint32) model.SetEntry {
+	return Entry(LocalSources, addr, proto, port).WithSkbMark(mark)
 }
 
 // SourceRangeEntry allows src to reach a load-balancer frontend.

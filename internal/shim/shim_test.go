@@ -308,6 +308,7 @@ func TestSetKinds(t *testing.T) {
 		{NoEndpoints, "KUBE-IPVS-NO-ENDPOINTS", "KUBE-IPVS6-NO-ENDPOINTS", HashIPPort, true, false, false},
 		{Frontends, "KUBE-IPVS-FRONTENDS", "KUBE-IPVS6-FRONTENDS", HashIPPort, true, false, false},
 		{VIPs, "KUBE-IPVS-VIPS", "KUBE-IPVS6-VIPS", HashIP, false, false, true},
+		{LocalSources, "KUBE-IPVS-LOCAL-SOURCES", "KUBE-IPVS6-LOCAL-SOURCES", HashIPPort, true, false, false},
 	}
 	if len(tests) != len(kinds) {
 		t.Fatalf("%d kinds tested, %d exist", len(tests), len(kinds))

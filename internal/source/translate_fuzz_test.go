@@ -169,11 +169,21 @@ func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res 
 		nodeAddrs[netip.MustParseAddr(a.Address)] = true
 	}
 	vss := map[netip.Addr]bool{}
+	marks := map[model.VSKey]bool{}
 	for _, s := range res.Services {
 		a := s.Key.Addr
-		vss[a] = true
 		m, _ := res.MetaOf(s.Key)
 		kind := m.Kind
+		if s.Key.FWMark != 0 {
+			// A Local policy's firewall-mark server for local sources: no
+			// address of its own, only its family's.
+			if kind != translate.KindLocalSources || !a.IsUnspecified() || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+				t.Fatalf("firewall-mark server %s %s (%s) of a Service with externalTrafficPolicy %q", s.Key, a, kind, svc.Spec.ExternalTrafficPolicy)
+			}
+			marks[s.Key] = true
+			continue
+		}
+		vss[a] = true
 		switch {
 		case kind == translate.KindNodePort && (!nodeAddrs[a] || !fuzzNodePorts.Contains(s.Key.Port)):
 			t.Fatalf("NodePort frontend %s is not a node address on a port of %s", s.Key, fuzzNodePorts)
@@ -197,6 +207,9 @@ func checkTranslation(t *testing.T, svc *corev1.Service, node *corev1.Node, res 
 	for _, e := range res.SetEntries {
 		if e.Net().IsValid() && e.Net().Bits() == 0 {
 			t.Fatalf("allow-all range as a set member: %s", e)
+		}
+		if mk, ok := plan.MarkedFor(e); ok && !marks[mk] {
+			t.Fatalf("%s steers connections to no firewall-mark server of the Service", e)
 		}
 	}
 }

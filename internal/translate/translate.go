@@ -34,6 +34,9 @@ type Config struct {
 	// ExternalIPCIDRs, when set, are the only addresses external IPs are
 	// served on (--external-ip-cidrs); nil: any.
 	ExternalIPCIDRs []netip.Prefix
+	// MasqueradeMark is the shim's masquerade mark (0: the default),
+	// which no firewall mark of a LocalSources virtual server may hold.
+	MasqueradeMark uint32
 }
 
 // FrontendKind is what kind of address a virtual server listens on; it
@@ -270,7 +273,8 @@ type builder struct {
 func (b *builder) addPort(p servicePort, fes []frontend) {
 	reals := map[realsKey][]model.RealServer{}
 	noLocal := map[realsKey]bool{}
-	endpoints := map[bool][]Endpoint{} // by family (v6)
+	endpoints := map[bool][]Endpoint{}    // by family (v6)
+	localSources := map[bool][]frontend{} // by family (v6)
 	for _, fe := range fes {
 		key := model.NewVSKey(p.proto, fe.addr, fe.port)
 		if _, dup := b.services[key]; dup {
@@ -303,6 +307,12 @@ func (b *builder) addPort(p servicePort, fes []frontend) {
 			b.vips[key.Addr] = struct{}{}
 		}
 		b.frontendEntries(frontend{kind: fe.kind, addr: key.Addr, port: fe.port}, p, rs)
+		if rk.local && fe.kind.servesLocalSources() {
+			localSources[rk.v6] = append(localSources[rk.v6], frontend{kind: fe.kind, addr: key.Addr, port: fe.port})
+		}
+	}
+	for _, v6 := range []bool{false, true} {
+		b.localSources(p, v6, localSources[v6], endpoints[v6])
 	}
 	if len(b.services) > 0 {
 		b.loopBackEntries(p)

@@ -358,11 +358,14 @@ func TestTrafficPolicies(t *testing.T) {
 			  -r 10.0.1.1:8080 -m -w 1
 			-A -t 198.51.100.9:80 -s rr
 			  -r 10.0.1.1:8080 -m -w 1
+			-A -f 1291596675 -s rr
+			  -r 10.0.1.1:8080 -m -w 1
+			  -r 10.0.2.1:8080 -m -w 1
 			addr 10.96.0.10
 			addr 198.51.100.7
 			addr 198.51.100.9`,
 	}, {
-		name:   "externalTrafficPolicy Local without a local endpoint: empty virtual server",
+		name:   "externalTrafficPolicy Local without a local endpoint: empty virtual server; local sources reach every endpoint by mark",
 		svc:    service(typeOpt(corev1.ServiceTypeNodePort), np, externalLocal),
 		cfg:    v4only,
 		slices: []*discoveryv1.EndpointSlice{v4(ep("10.0.2.1", onNode("n2")))},
@@ -370,6 +373,8 @@ func TestTrafficPolicies(t *testing.T) {
 			-A -t 10.96.0.10:80 -s rr
 			  -r 10.0.2.1:8080 -m -w 1
 			-A -t 192.168.1.10:30080 -s rr
+			-A -f 1291596675 -s rr
+			  -r 10.0.2.1:8080 -m -w 1
 			addr 10.96.0.10`,
 	}, {
 		name: "Local policy falls back to local serving terminating endpoints even when remote ones are ready",
@@ -385,6 +390,9 @@ func TestTrafficPolicies(t *testing.T) {
 			  -r 10.0.2.1:8080 -m -w 1
 			-A -t 192.168.1.10:30080 -s rr
 			  -r 10.0.1.1:8080 -m -w 1
+			-A -f 1291596675 -s rr
+			  -r 10.0.1.1:8080 -m -w 0
+			  -r 10.0.2.1:8080 -m -w 1
 			addr 10.96.0.10`,
 	}, {
 		name: "internalTrafficPolicy Local: ClusterIP uses local endpoints, external IPs all",

@@ -38,6 +38,7 @@ var netfilterTests = []contractTest[dataplane.Netfilter]{
 	{"SmallSetReplaced", testSmallSetReplaced},
 	{"OtherTypeOrFamilyReplaced", testOtherTypeOrFamilyReplaced},
 	{"ShimInPlaceChecksSets", testShimInPlaceChecksSets},
+	{"SkbMarkIsMemberData", testSkbMarkIsMemberData},
 }
 
 // SetMaker is what the contract needs of a dataplane beside its
@@ -188,6 +189,8 @@ func shimMembers() []model.SetEntry {
 		shim.Entry(shim.Frontends, vip6, model.UDP, 53),
 		shim.VIPEntry(vip4),
 		shim.VIPEntry(vip6),
+		shim.LocalSourceEntry(lb4, model.TCP, 80, 0x4cfc3383),
+		shim.LocalSourceEntry(lb6, model.UDP, 53, 0xfffe0001),
 	}
 }
 
@@ -432,5 +435,29 @@ func testZeroPrefixRefused(t *testing.T, nf dataplane.Netfilter) {
 	}
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members after refused adds:\n%s", got)
+	}
+}
+
+// testSkbMarkIsMemberData: a LOCAL-SOURCES member's mark is data of the
+// member, not part of its key, as ipset's skbinfo extension keeps it: it
+// reads back, a member of the same address and port is refused whatever
+// its mark, a delete removes the member whatever mark it names, and a set
+// without the extension takes no mark.
+func testSkbMarkIsMemberData(t *testing.T, nf dataplane.Netfilter) {
+	ctx := ctxFor(t)
+	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
+	lb := netip.MustParseAddr("192.0.2.10")
+	m := shim.LocalSourceEntry(lb, model.TCP, 80, 0x10000)
+	must(t, "add "+m.String(), nf.AddSetEntry(ctx, m))
+	if got, want := setDump(t, ctx, nf), m.String()+"\n"; got != want {
+		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
+	}
+	mustFailWith(t, "add under another mark", nf.AddSetEntry(ctx, m.WithSkbMark(0x20000)), dataplane.ErrExist)
+	must(t, "delete naming another mark", nf.DeleteSetEntry(ctx, m.WithSkbMark(0x20000)))
+	if got := setDump(t, ctx, nf); got != "" {
+		t.Fatalf("after delete:\n%s", got)
+	}
+	if err := nf.AddSetEntry(ctx, shim.Entry(shim.External, lb, model.TCP, 80).WithSkbMark(0x10000)); err == nil {
+		t.Fatal("a set without skbinfo took a mark")
 	}
 }

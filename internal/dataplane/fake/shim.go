@@ -17,12 +17,27 @@ import (
 type ipset struct {
 	typ     shim.IPSetType
 	v6      bool
+	skbInfo bool
 	maxElem int
 	members map[model.SetEntry]struct{}
 }
 
 func newIPSet(def shim.SetDef, maxElem int) *ipset {
-	return &ipset{typ: def.Type, v6: def.IPv6, maxElem: maxElem, members: map[model.SetEntry]struct{}{}}
+	return &ipset{typ: def.Type, v6: def.IPv6, skbInfo: def.SkbInfo, maxElem: maxElem, members: map[model.SetEntry]struct{}{}}
+}
+
+// holding is the member the set holds under e's key, whatever its mark,
+// as the kernel finds members (the mark is data of the member).
+func (s *ipset) holding(e model.SetEntry) (model.SetEntry, bool) {
+	if _, ok := s.members[e]; ok || !s.skbInfo {
+		return e, ok
+	}
+	for m := range s.members {
+		if m.Key() == e.Key() {
+			return m, true
+		}
+	}
+	return model.SetEntry{}, false
 }
 
 // shimSetDef is the definition of one of the shim's sets by its name (a
@@ -69,7 +84,7 @@ func (f *Fake) ensureSet(def shim.SetDef) error {
 	case !ok:
 		f.sets[def.Name] = newIPSet(def, shim.MaxSetMembers)
 		return nil
-	case old.typ == def.Type && old.v6 == def.IPv6 && old.maxElem == shim.MaxSetMembers:
+	case old.typ == def.Type && old.v6 == def.IPv6 && old.skbInfo == def.SkbInfo && old.maxElem == shim.MaxSetMembers:
 		return nil
 	}
 	set := newIPSet(def, shim.MaxSetMembers)
@@ -101,7 +116,7 @@ func (f *Fake) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	}
 	for _, def := range shim.Sets(cfg.IPv4, cfg.IPv6) {
 		set, ok := f.sets[def.Name]
-		if !ok || set.typ != def.Type || set.v6 != def.IPv6 || set.maxElem != shim.MaxSetMembers {
+		if !ok || set.typ != def.Type || set.v6 != def.IPv6 || set.skbInfo != def.SkbInfo || set.maxElem != shim.MaxSetMembers {
 			return false, nil
 		}
 	}
@@ -120,7 +135,7 @@ func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err != nil {
 		return fmt.Errorf("ipset add %s: %w", e, err)
 	}
-	if _, ok := set.members[e]; ok {
+	if _, ok := set.holding(e); ok {
 		return fmt.Errorf("ipset add %s: %w", e, dataplane.ErrExist)
 	}
 	if len(set.members) >= set.maxElem {
@@ -141,10 +156,11 @@ func (f *Fake) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err != nil {
 		return fmt.Errorf("ipset del %s: %w", e, err)
 	}
-	if _, ok := set.members[e]; !ok {
+	held, ok := set.holding(e)
+	if !ok {
 		return fmt.Errorf("ipset del %s: %w", e, dataplane.ErrNotExist)
 	}
-	delete(set.members, e)
+	delete(set.members, held)
 	return nil
 }
 
@@ -169,6 +185,9 @@ func (f *Fake) set(e model.SetEntry) (*ipset, error) {
 		fits = fits && e.Net().IsValid() && e.Net().Addr().Is6() == wantV6 && !e.Addr2().IsValid()
 	default:
 		fits = fits && !e.Addr2().IsValid() && !e.Net().IsValid()
+	}
+	if e.SkbMark() != 0 && !set.skbInfo {
+		fits = false // only a set made with skbinfo keeps a mark
 	}
 	if !fits {
 		return nil, fmt.Errorf("member %s does not fit set %s (%s)", e.Member(), e.Set(), set.typ)

@@ -32,6 +32,9 @@ const (
 	ipsetAttrTypeName    = 3      // IPSET_ATTR_TYPENAME
 	ipsetAttrFamily      = 5      // IPSET_ATTR_FAMILY
 	ipsetAttrMaxElem     = 19     // IPSET_ATTR_MAXELEM, in the header's IPSET_ATTR_DATA
+	ipsetAttrCadtFlags   = 8      // IPSET_ATTR_CADT_FLAGS, in the header's IPSET_ATTR_DATA
+	ipsetFlagWithSkbInfo = 1 << 6 // IPSET_FLAG_WITH_SKBINFO
+	ipsetAttrSkbMark     = 27     // IPSET_ATTR_SKBMARK: mark << 32 | mask, in network byte order
 	nfgenmsgLen          = 4
 	nlaHeaderLen         = 4
 	nlaTypeMask          = 0x3fff // without NLA_F_NESTED and NLA_F_NET_BYTEORDER
@@ -91,6 +94,9 @@ func ipsetHeader(ctx context.Context, name string) (setHeader, error) {
 					if typ == ipsetAttrMaxElem && len(v) >= 4 {
 						h.maxElem = binary.BigEndian.Uint32(v) // sent in network byte order
 					}
+					if typ == ipsetAttrCadtFlags && len(v) >= 4 {
+						h.skbInfo = binary.BigEndian.Uint32(v)&ipsetFlagWithSkbInfo != 0
+					}
 					return nil
 				})
 			}
@@ -147,6 +153,7 @@ type rawMember struct {
 	port           uint16
 	proto, cidr2   uint8
 	hasPort, hasL4 bool
+	mark           uint32
 }
 
 // decodeMember reads one member (the attributes inside IPSET_ATTR_DATA).
@@ -174,6 +181,11 @@ func decodeMember(def shim.SetDef, b []byte) (model.SetEntry, error) {
 				return errors.New("short cidr2 attribute")
 			}
 			m.cidr2 = v[0]
+		case ipsetAttrSkbMark:
+			if len(v) < 8 {
+				return errors.New("short skbmark attribute")
+			}
+			m.mark = uint32(binary.BigEndian.Uint64(v) >> 32)
 		}
 		return err
 	})
@@ -205,6 +217,9 @@ func (m rawMember) entry(def shim.SetDef) (model.SetEntry, error) {
 		} else {
 			e = e.WithNet(netip.PrefixFrom(m.ip2, int(m.cidr2)))
 		}
+	}
+	if def.SkbInfo {
+		e = e.WithSkbMark(m.mark)
 	}
 	return e, nil
 }

@@ -446,6 +446,9 @@ func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err := dataplane.CheckSetEntry(e); err != nil {
 		return fmt.Errorf("ipset add: %w", err)
 	}
+	if e.SkbMark() != 0 {
+		return s.marked(ctx, dataplane.ChangeAddSetEntry, e)
+	}
 	if err := s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist); err != nil {
 		return err
 	}
@@ -461,7 +464,19 @@ func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	if err := dataplane.CheckSetEntry(e); err != nil {
 		return fmt.Errorf("ipset delete: %w", err)
 	}
+	if e.SkbMark() != 0 {
+		return s.marked(ctx, dataplane.ChangeDeleteSetEntry, e)
+	}
 	return s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist)
+}
+
+// marked sends the change of a member carrying a mark through the batch
+// encoder, which knows ipset's skbmark attribute (the netlink library does
+// not).
+func (s *Shim) marked(ctx context.Context, kind dataplane.ChangeKind, e model.SetEntry) error {
+	errs := make([]error, 1)
+	s.applySets(ctx, []dataplane.Change{{Kind: kind, Entry: e}}, errs)
+	return errs[0]
 }
 
 func (h ipsetHandle) add(set string, e *netlink.IPSetEntry) error { return h.IpsetAdd(set, e) }

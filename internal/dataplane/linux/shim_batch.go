@@ -4,6 +4,7 @@ package linux
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -159,6 +160,11 @@ func (e *setEncoder) changeIn(set string, add bool, m model.SetEntry) request {
 			e.ip(ipsetAttrIP2, n.Addr())
 			e.a.u8(ipsetAttrCIDR2, uint8(n.Bits()))
 		}
+	}
+	if mark := m.SkbMark(); mark != 0 {
+		// The whole mark: IPVS finds a firewall-mark service by the
+		// packet's mark as a whole.
+		e.a.put(ipsetAttrSkbMark|nlaNetByteOrder, binary.BigEndian.AppendUint64(nil, uint64(mark)<<32|0xffffffff))
 	}
 	e.a.end(data)
 	cmd := uint16(ipsetCmdDel)

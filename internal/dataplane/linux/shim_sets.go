@@ -70,10 +70,11 @@ type setHeader struct {
 	typ     string
 	family  uint8
 	maxElem uint32
+	skbInfo bool
 }
 
 func headerOf(def shim.SetDef) setHeader {
-	return setHeader{typ: string(def.Type), family: familyOf(def), maxElem: shim.MaxSetMembers}
+	return setHeader{typ: string(def.Type), family: familyOf(def), maxElem: shim.MaxSetMembers, skbInfo: def.SkbInfo}
 }
 
 func (h setHeader) String() string {
@@ -84,7 +85,11 @@ func (h setHeader) String() string {
 	case syscall.AF_INET6:
 		fam = "family inet6"
 	}
-	return fmt.Sprintf("%s %s maxelem %d", h.typ, fam, h.maxElem)
+	out := fmt.Sprintf("%s %s maxelem %d", h.typ, fam, h.maxElem)
+	if h.skbInfo {
+		out += " skbinfo"
+	}
+	return out
 }
 
 // familyOf is the address family of def's set, as ipset numbers it.
@@ -100,7 +105,7 @@ func familyOf(def shim.SetDef) uint8 {
 // request is exclusive), which here just means it is there.
 func (s *Shim) createSet(ctx context.Context, name string, def shim.SetDef) error {
 	err := s.ipsets.run(ctx, "create ipset", func(h ipsetHandle) error {
-		return h.IpsetCreate(name, string(def.Type), netlink.IpsetCreateOptions{Family: familyOf(def), MaxElements: shim.MaxSetMembers})
+		return h.IpsetCreate(name, string(def.Type), netlink.IpsetCreateOptions{Family: familyOf(def), MaxElements: shim.MaxSetMembers, Skbinfo: def.SkbInfo})
 	})
 	if err != nil && !isSetExists(err) {
 		return fmt.Errorf("create ipset %s (%s): %w", name, def.Type, err)
