@@ -63,10 +63,14 @@ image-arm64: image
 test: vet unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm image-arm64 cluster-e2e
 
 # The benchmark's own module (its report, its percentiles) is tested here
-# too: `make bench` is not part of CI, and its verdicts must not rot.
+# too: `make bench` is not part of CI, and its verdicts must not rot. So is
+# manifests/check, which builds the kustomizations with kustomize and checks
+# the Prometheus Operator objects against the operator's CRDs: a module of
+# its own, so that neither is a dependency of the agent.
 unit:
 	$(GO) test -count=1 ./...
 	cd e2e/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd manifests/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 contract:
 	scripts/contract-vm.sh

@@ -279,11 +279,11 @@ func TestKubernetesMixinProxyNamesAreExported(t *testing.T) {
 }
 
 // TestShippedDashboardAndRulesQueryExportedNames checks that every series
-// manifests/grafana-dashboard.json and manifests/prometheus-rules.yaml
-// query is one the agent exports.
+// the shipped dashboard (manifests/monitoring/dashboard) and alerts
+// (manifests/monitoring/rules) query is one the agent exports.
 func TestShippedDashboardAndRulesQueryExportedNames(t *testing.T) {
 	got := scrapeAfterSyncs(t)
-	exprs := append(dashboardExprs(t, "../../manifests/grafana-dashboard.json"), ruleExprs(t, "../../manifests/prometheus-rules.yaml")...)
+	exprs := append(dashboardExprs(t, "../../manifests/monitoring/dashboard/grafana-dashboard.json"), ruleExprs(t, "../../manifests/monitoring/rules/prometheus-rules.yaml")...)
 	if len(exprs) < 30 {
 		t.Fatalf("read %d queries", len(exprs))
 	}
