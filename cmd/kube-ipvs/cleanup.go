@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 )
 
@@ -111,27 +112,17 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		log.Warn("the config file has fields kube-proxy v1.37 does not know, or a key given twice: they are ignored",
 			zap.String("config", o.configFile), zap.Strings("unknown", o.lenient))
 	}
-	if o.shimOnly {
-		ops, err := reconciler.CleanupShim(ctx, dp)
-		for _, op := range ops {
-			fmt.Fprintln(stdout, op)
-		}
-		if err != nil {
-			log.Error("cleanup incomplete", zap.Error(err))
-			return 1
-		}
-		return 0
+	var ops []plan.Op
+	switch {
+	case o.shimOnly:
+		ops, err = reconciler.CleanupShim(ctx, dp)
+	case o.kubeProxyOnly:
+		err = dp.DeleteKubeProxyShim(ctx)
+	default:
+		ops, err = reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
+			NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: o.kubeProxy,
+		})
 	}
-	if o.kubeProxyOnly {
-		if err := dp.DeleteKubeProxyShim(ctx); err != nil {
-			log.Error("cleanup incomplete", zap.Error(err))
-			return 1
-		}
-		return 0
-	}
-	ops, err := reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
-		NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: o.kubeProxy,
-	})
 	for _, op := range ops {
 		fmt.Fprintln(stdout, op)
 	}
