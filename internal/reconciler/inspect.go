@@ -26,7 +26,7 @@ func (r *Reconciler) Drift(ctx context.Context) ([]plan.Op, error) {
 		desired: desired, observed: obs.State, conns: obs.Conns,
 		since: maps.Clone(v.drains), timeout: v.drainTimeout(r.opt.Translate.DrainTimeout), now: r.opt.Now(),
 	})
-	return plan.Diff(desired, obs.State, r.ownerOf(obs.State, r.publishedReserved(), r.publishedNodePorts())), nil
+	return plan.Diff(desired, obs.State, r.ownerOf(obs.State, r.publishedReserved(), r.publishedNodePorts(), r.NodePortAddrs())), nil
 }
 
 // views is the kernel reader of the views.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
@@ -103,8 +104,10 @@ type Reconciler struct {
 	// made are the virtual servers this process created and has not
 	// deleted (see plan.Owner.Made).
 	made map[model.VSKey]struct{}
-	// node is what the last translation knew of this node's Node.
-	node NodeStatus
+	// node is what the last translation knew of this node's Node, and
+	// nodePortAddrs the node addresses it served NodePorts on.
+	node          NodeStatus
+	nodePortAddrs []netip.Addr
 	// served are the families translated for: the configured ones the
 	// link can hold addresses of now (families.go). Read from any
 	// goroutine (NodePortAddrs). refamily: they changed, so every Service
@@ -166,7 +169,7 @@ func New(opt Options) *Reconciler {
 		stale:   newStaleConntrack(),
 	}
 	r.pub.reset()
-	r.pub.store(Status{}, NodeStatus{}, nil, counts{})
+	r.pub.store(Status{}, NodeStatus{}, nil, nil, counts{})
 	r.served.Store(&opt.Translate.Families)
 	return r
 }
@@ -188,7 +191,7 @@ func (r *Reconciler) Init(ctx context.Context) error {
 	r.readFamilies(ctx)
 	// In NodeCIDR mode the Node is not known yet: the first sync writes
 	// the rules once it is, rather than rules without the pod CIDRs now.
-	if cfg, err := r.shimConfig(); err == nil {
+	if cfg, err := r.shimConfig(r.opt.Store.Node()); err == nil {
 		// A set made anew empty empties nothing read yet: the first sync
 		// reads the kernel whole and ensures the shim again, which reports
 		// whatever else failed with it.
@@ -203,12 +206,13 @@ func (r *Reconciler) Init(ctx context.Context) error {
 // one, with the Node's pod CIDRs in NodeCIDR mode (the last ones seen, if
 // the Node has lost them: rules are not loosened by a Node being
 // re-created). Without any yet, it is an error: the rules cannot be told.
-func (r *Reconciler) shimConfig() (shim.Config, error) {
+// node is the Node as the sync read it.
+func (r *Reconciler) shimConfig(node *corev1.Node) (shim.Config, error) {
 	cfg := r.opt.Shim
 	if !r.opt.PodCIDRsFromNode {
 		return cfg, nil
 	}
-	if cidrs := translate.NodePodCIDRs(r.opt.Store.Node()); len(cidrs) > 0 && !slices.Equal(cidrs, r.podCIDRs) {
+	if cidrs := translate.NodePodCIDRs(node); len(cidrs) > 0 && !slices.Equal(cidrs, r.podCIDRs) {
 		if r.podCIDRs != nil {
 			r.log.Info("the Node's pod CIDRs changed", zap.Stringers("from", r.podCIDRs), zap.Stringers("to", cidrs))
 		}
@@ -232,8 +236,9 @@ func (r *Reconciler) translateConfig() translate.Config {
 	return cfg
 }
 
-// NodePortAddrs are the node addresses NodePorts are served on now. Safe
-// from any goroutine.
+// NodePortAddrs are the node addresses NodePorts are served on now, from
+// a read of the Node of its own. Safe from any goroutine; a sync uses its
+// own read's (View.NodePortAddrs).
 func (r *Reconciler) NodePortAddrs() []netip.Addr {
 	return translate.NodePortAddrs(r.opt.Store.Node(), r.translateConfig())
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
@@ -22,8 +24,8 @@ import (
 // looked for again only when the ClusterIPs' addresses or the reserved
 // ones changed: a walk of every ClusterIP. Called by the sync only: it
 // reads the desired set.
-func (r *Reconciler) reservedAddrs() plan.Reserved {
-	own := snapshot.AddrsOf(r.opt.Store.Node())
+func (r *Reconciler) reservedAddrs(node *corev1.Node) plan.Reserved {
+	own := snapshot.AddrsOf(node)
 	all := r.opt.Store.AllNodeAddrs()
 	host := r.translateConfig().HostAddrs
 	base := plan.NewReserved(

@@ -64,7 +64,10 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	// The first sync after every source has synced is full: only then may
 	// what nobody asked for be pruned.
 	st.Full = full || r.needFull || !r.haveObserved || (synced && !r.prunedOnce)
-	shimCfg, err := r.shimConfig()
+	// One read of the Node per sync: the shim, the translations, the
+	// reserved addresses and the ownership predicate all see the same one.
+	node := r.opt.Store.Node()
+	shimCfg, err := r.shimConfig(node)
 	if err != nil {
 		return r.finish(st, err)
 	}
@@ -76,7 +79,7 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 			return r.finish(st, err)
 		}
 	}
-	passes, tried := r.plan(ctx, &st, synced)
+	passes, tried := r.plan(ctx, &st, synced, node)
 	if r.opt.DryRun {
 		var err error
 		st.Ops, err = r.print(passes)
@@ -154,8 +157,8 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 // another. Until every source has synced nothing is deleted: the absence
 // of an object proves nothing yet. It also returns the Services whose
 // operations the plan covers.
-func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.Pass, map[model.ServiceName]struct{}) {
-	scope, tried, due := r.retranslate(st)
+func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *corev1.Node) ([]plan.Pass, map[model.ServiceName]struct{}) {
+	scope, tried, due := r.retranslate(st, node)
 	if st.Full {
 		scope = r.everything()
 		for name := range r.desired.results {
@@ -169,7 +172,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 		delete(tried, name) // nothing of it is tried
 	}
 	r.publishNodePorts()
-	reserved := r.reservedAddrs()
+	reserved := r.reservedAddrs(node)
 	if !st.Full {
 		r.widenToReserved(scope, reserved)
 	}
@@ -203,7 +206,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 // passes are made against an empty state of their own, as the cache they
 // are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
-	owner := r.ownerOf(r.observed, r.reserved, r.desired.nodePorts).Made(r.made)
+	owner := r.ownerOf(r.observed, r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
 	if full && observed.Empty() && !r.opt.DryRun {
 		return plan.Staged(desired, model.NewState(), owner)
 	}
@@ -256,7 +259,7 @@ func (r *Reconciler) observe(ctx context.Context) error {
 // into the desired set; it returns the scope those changes touch, the
 // Services translated and the failing ones among them whose retry is due
 // (translated again with the changed ones).
-func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]struct{}, []model.ServiceName) {
+func (r *Reconciler) retranslate(st *Status, node *corev1.Node) (plan.Scope, map[model.ServiceName]struct{}, []model.ServiceName) {
 	scope := plan.NewScope()
 	if st.Full {
 		scope = plan.Scope{} // the plan covers everything: nothing to record
@@ -266,8 +269,8 @@ func (r *Reconciler) retranslate(st *Status) (plan.Scope, map[model.ServiceName]
 	r.holding = r.backingOff(st.Time, changes.Services)
 	due := r.dueRetries(st.Time)
 	names := append(slices.Clone(changes.Services), due...)
-	node, cfg := r.opt.Store.Node(), r.translateConfig()
-	r.node = nodeStatus(node)
+	cfg := r.translateConfig()
+	r.node, r.nodePortAddrs = nodeStatus(node), translate.NodePortAddrs(node, cfg)
 	if changes.Node || r.refamily {
 		// Every Service may translate differently on a new Node (addresses,
 		// zone) or families: all held ones, and all translated before
@@ -496,9 +499,10 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 }
 
 // ownerOf builds the ownership predicate from one observed state: the
-// cached one for a sync, a fresh read for a drift check.
-func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodePorts map[plan.NodePort]struct{}) plan.Owner {
-	return plan.NewOwner(observed, r.NodePortAddrs(), plan.OwnerPolicy{
+// cached one for a sync, a fresh read for a drift check; nodePortAddrs
+// are the node addresses NodePorts are served on.
+func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodePorts map[plan.NodePort]struct{}, nodePortAddrs []netip.Addr) plan.Owner {
+	return plan.NewOwner(observed, nodePortAddrs, plan.OwnerPolicy{
 		Reserved:      reserved,
 		NodePortRange: r.opt.NodePortRange,
 		NodePorts:     nodePorts,

@@ -27,6 +27,9 @@ type View struct {
 	Last Status
 	// Node is what the last sync knew of this node's Node object.
 	Node NodeStatus
+	// nodePortAddrs are the node addresses the last sync served NodePorts
+	// on, from the one read of the Node it made.
+	nodePortAddrs []netip.Addr
 
 	servers shardedMap[model.VSKey, *Server] // wanted or in the kernel
 	vips    shardedMap[netip.Addr, struct{}] // bound on the link
@@ -78,6 +81,10 @@ func (v *View) DrainingSince(ref dataplane.RealRef) (time.Time, bool) {
 	t, ok := v.drains[ref]
 	return t, ok
 }
+
+// NodePortAddrs are the node addresses NodePorts were served on by the
+// last sync that translated.
+func (v *View) NodePortAddrs() []netip.Addr { return v.nodePortAddrs }
 
 // HealthChecks lists the health-check node ports of the Services held, by
 // port, with their local endpoint counts.
@@ -177,15 +184,15 @@ func (r *Reconciler) publish(st Status) {
 		p.checks = r.desired.healthChecks()
 		r.desired.checksChanged = false
 	}
-	p.store(st, r.node, maps.Clone(r.drains), counts{invalid: len(r.metrics.invalid), failing: len(r.failing), refused: len(r.refused)})
+	p.store(st, r.node, r.nodePortAddrs, maps.Clone(r.drains), counts{invalid: len(r.metrics.invalid), failing: len(r.failing), refused: len(r.refused)})
 }
 
 // counts are the problem counts a View carries for metrics.
 type counts struct{ invalid, failing, refused int }
 
 // store publishes a View of the maps as they are now.
-func (p *publisher) store(st Status, node NodeStatus, drains map[dataplane.RealRef]time.Time, n counts) {
-	p.view.Store(&View{
+func (p *publisher) store(st Status, node NodeStatus, nodePortAddrs []netip.Addr, drains map[dataplane.RealRef]time.Time, n counts) {
+	v := &View{
 		Last:         st,
 		Node:         node,
 		servers:      p.servers.publish(),
@@ -196,7 +203,9 @@ func (p *publisher) store(st Status, node NodeStatus, drains map[dataplane.RealR
 		failing:      n.failing,
 		refused:      n.refused,
 		healthChecks: p.checks,
-	})
+	}
+	v.nodePortAddrs = nodePortAddrs
+	p.view.Store(v)
 }
 
 // server is one virtual server as it stands now, nil when it is neither
