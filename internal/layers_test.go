@@ -21,10 +21,11 @@ var layers = [][]string{
 	{"model", "workers", "httplimit", "httplimit/httplimittest", "logv", "sbom"},
 	{"ipvstable", "shim", "snapshot", "metrics", "runner", "health"},
 	{"plan", "translate", "dataplane"},
-	{"dataplane/linux", "dataplane/fake", "dataplane/dataplanetest", "source", "config", "ipvsadm", "healthcheck"},
-	{"reconciler"},
+	{"dataplane/linux", "dataplane/fake", "dataplane/dataplanetest", "source", "ipvsadm", "healthcheck"},
+	{"reconciler", "config"},
 	{"status"},
 	{"server"},
+	{"agent"},
 }
 
 // onlyIn names the external libraries that one package alone may import.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/agent"
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
@@ -120,7 +121,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = dp.DeleteKubeProxyShim(ctx)
 	default:
 		ops, err = reconciler.Cleanup(ctx, dp, reconciler.CleanupOptions{
-			NodeAddrs: hostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: o.kubeProxy,
+			NodeAddrs: agent.HostAddrs(log), NodePortRange: c.NodePortRange, Exclude: c.ExcludeCIDRs, KubeProxy: o.kubeProxy,
 		})
 	}
 	for _, op := range ops {

@@ -56,7 +56,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.BoolVar(&c.IPv4, "ipv4", c.IPv4, "program IPv4 services")
 	fs.BoolVar(&c.IPv6, "ipv6", c.IPv6, "program IPv6 services")
 	fs.Var(durationValue{&c.DrainTimeout}, "drain-timeout", "how long a removed TCP/SCTP endpoint may drain at weight 0; per Service: annotation kube-ipvs.io/drain-timeout")
-	fs.IntVar(&c.MaxFrontendsPerService, "max-frontends-per-service", c.MaxFrontendsPerService, "at most this many virtual servers for one Service, so that no Service fills the sets every Service's frontends share (2^20 members); "+
+	fs.IntVar(&c.MaxFrontends, "max-frontends-per-service", c.MaxFrontends, "at most this many virtual servers for one Service, so that no Service fills the sets every Service's frontends share (2^20 members); "+
 		"one with more gets its ClusterIPs first, then load-balancer IPs and external IPs in the object's order (the same on every node), NodePorts last, and a TooManyFrontends Warning Event")
 	fs.BoolVar(&c.Once, "once", c.Once, "sync once and exit (non-zero on failure)")
 	fs.BoolVar(&c.DryRun, "dry-run", c.DryRun, "print the operations a sync would apply, one ipvsadm-style line each, and change nothing; needs neither root nor IPVS (without them it plans against an empty kernel)")
@@ -66,7 +66,7 @@ func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.Var(addrPortValue{&c.HealthzBindAddress, 10256, &f.healthzBare}, "healthz-bind-address", "IP:PORT of kube-proxy's health server: /healthz (fails when a change waits over twice the sync period, or the Node is being deleted) and /livez (empty: off)")
 	fs.Var(addrPortValue{&c.MetricsBindAddress, 10249, &f.metricsBare}, "metrics-bind-address", "IP:PORT of kube-proxy's metrics server: Prometheus /metrics and /proxyMode (empty: off)")
 	fs.BoolVar(&c.BindAddressHardFail, "bind-address-hard-fail", c.BindAddressHardFail, "exit when the health or metrics server cannot listen on its address (otherwise log it and try again every 5s)")
-	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT of the views kube-ipvs status and kube-ipvs diff read (empty: off); keep it on loopback")
+	fs.StringVar(&c.DebugAddress, "debug-address", c.DebugAddress, "IP:PORT of the debug pages kube-ipvs status and kube-ipvs diff read (empty: off); keep it on loopback")
 	logFlags(fs, c)
 	portFlags(fs, f)
 	ignoredFlags(fs, f)
@@ -114,9 +114,9 @@ func ipvsFlags(fs *pflag.FlagSet, c *config.Config) {
 	aliased(fs, (*schedulerValue)(&c.Scheduler), "ipvs-scheduler", "scheduler", "IPVS scheduler ("+model.SchedulerList()+"); per Service: annotation kube-ipvs.io/scheduler")
 	aliased(fs, durationValue{&c.SyncPeriod}, "ipvs-sync-period", "sync-period", "drift check period: the kernel is read whole this often, beside the syncs, and what anyone else changed is repaired")
 	aliased(fs, durationValue{&c.MinSyncPeriod}, "ipvs-min-sync-period", "min-sync-period", "minimum time between syncs; bursts of changes are coalesced")
-	aliased(fs, durationValue{&c.TCPTimeout}, "ipvs-tcp-timeout", "tcp-timeout", "IPVS timeout for idle TCP connections (0: leave as is)")
-	aliased(fs, durationValue{&c.TCPFinTimeout}, "ipvs-tcpfin-timeout", "tcpfin-timeout", "IPVS timeout for TCP connections after FIN (0: leave as is)")
-	aliased(fs, durationValue{&c.UDPTimeout}, "ipvs-udp-timeout", "udp-timeout", "IPVS timeout for UDP flows (0: leave as is)")
+	aliased(fs, durationValue{&c.Timeouts.TCP}, "ipvs-tcp-timeout", "tcp-timeout", "IPVS timeout for idle TCP connections (0: leave as is)")
+	aliased(fs, durationValue{&c.Timeouts.TCPFin}, "ipvs-tcpfin-timeout", "tcpfin-timeout", "IPVS timeout for TCP connections after FIN (0: leave as is)")
+	aliased(fs, durationValue{&c.Timeouts.UDP}, "ipvs-udp-timeout", "udp-timeout", "IPVS timeout for UDP flows (0: leave as is)")
 	aliased(fs, (*boolValue)(&c.StrictARP), "ipvs-strict-arp", "strict-arp", "set arp_ignore=1 and arp_announce=2 so VIPs on kube-ipvs0 are not answered by every node (MetalLB layer 2 needs it)")
 }
 
@@ -134,13 +134,13 @@ func shimFlags(fs *pflag.FlagSet, c *config.Config) {
 // nf_conntrack sysctls from them yet.
 func conntrackFlags(fs *pflag.FlagSet, c *config.Config) {
 	ct := &c.Conntrack
-	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, "conntrack entries per CPU core (0: leave the limit and --conntrack-min alone)")
-	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, "conntrack entries at least, whatever --conntrack-max-per-core gives")
-	fs.Var(durationValue{&ct.TCPEstablishedTimeout}, "conntrack-tcp-timeout-established", "conntrack idle timeout of established TCP connections (0: leave as is)")
-	fs.Var(durationValue{&ct.TCPCloseWaitTimeout}, "conntrack-tcp-timeout-close-wait", "conntrack timeout of TCP connections in CLOSE_WAIT")
+	fs.Var(int32Value{&ct.MaxPerCore}, "conntrack-max-per-core", "conntrack entries per CPU core (0: leave the limit and --conntrack-min alone)")
+	fs.Var(int32Value{&ct.Min}, "conntrack-min", "conntrack entries at least, whatever --conntrack-max-per-core gives")
+	fs.Var(durationValue{&ct.TCPEstablished}, "conntrack-tcp-timeout-established", "conntrack idle timeout of established TCP connections (0: leave as is)")
+	fs.Var(durationValue{&ct.TCPCloseWait}, "conntrack-tcp-timeout-close-wait", "conntrack timeout of TCP connections in CLOSE_WAIT")
 	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, "set nf_conntrack_tcp_be_liberal")
-	fs.Var(durationValue{&ct.UDPTimeout}, "conntrack-udp-timeout", "conntrack idle timeout of unreplied UDP flows (0: leave as is)")
-	fs.Var(durationValue{&ct.UDPStreamTimeout}, "conntrack-udp-timeout-stream", "conntrack idle timeout of assured UDP flows (0: leave as is)")
+	fs.Var(durationValue{&ct.UDP}, "conntrack-udp-timeout", "conntrack idle timeout of unreplied UDP flows (0: leave as is)")
+	fs.Var(durationValue{&ct.UDPStream}, "conntrack-udp-timeout-stream", "conntrack idle timeout of assured UDP flows (0: leave as is)")
 }
 
 // ignoredFlagNames are kube-proxy flags that mean nothing to kube-ipvs.
@@ -204,19 +204,6 @@ func aliased(fs *pflag.FlagSet, v pflag.Value, name, alias, usage string) {
 // newLogger builds the zap logger the flags ask for, writing to stderr.
 func newLogger(c config.Config) (*zap.Logger, error) {
 	return newLoggerTo(c, zapcore.Lock(os.Stderr))
-}
-
-// nodeName is --hostname-override, else $NODE_NAME, else the hostname, as
-// kube-proxy resolves it.
-func nodeName(override string) string {
-	if override = strings.TrimSpace(override); override != "" {
-		return strings.ToLower(override)
-	}
-	if n := os.Getenv("NODE_NAME"); n != "" {
-		return strings.ToLower(n)
-	}
-	h, _ := os.Hostname()
-	return strings.ToLower(h)
 }
 
 // durationValue is a duration flag whose error says what is wrong in
@@ -319,6 +306,26 @@ func (v stringListValue) String() string {
 	return strings.Join(*v.p, ",")
 }
 func (stringListValue) Type() string { return "stringSlice" }
+
+// int32Value is an int flag that takes what kube-proxy's int32 flag of
+// the same name takes.
+type int32Value struct{ p *int }
+
+func (v int32Value) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 32)
+	if err != nil {
+		return err
+	}
+	*v.p = int(n)
+	return nil
+}
+func (v int32Value) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+func (int32Value) Type() string { return "int32" }
 
 type portRangeValue struct{ p *model.PortRange }
 

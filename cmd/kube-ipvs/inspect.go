@@ -14,50 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
-	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
-	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
-
-// views answers /healthz's Node eligibility, /metrics' table and the
-// debug endpoints from what the reconciler published after its last sync.
-// None of them takes a lock or waits for a sync (the runner alone calls
-// Sync), so a sync stuck in the kernel never stalls them.
-type views struct {
-	rec  *reconciler.Reconciler
-	node string
-}
-
-// Status implements server.Inspector.
-func (v views) Status() status.Report { return status.Build(v.node, v.rec.View()) }
-
-// Drift implements server.Inspector.
-func (v views) Drift(ctx context.Context) ([]string, error) {
-	ops, err := v.rec.Drift(ctx)
-	lines := make([]string, len(ops))
-	for i, op := range ops {
-		lines[i] = op.String()
-	}
-	return lines, err
-}
-
-// table counts the kernel table for a scrape.
-func (v views) table() metrics.Table { return v.rec.View().Table() }
-
-// nodeEligible is /healthz's verdict on the Node, as of the last sync.
-// From a cluster (needNode), an unknown Node is not eligible, as in
-// kube-proxy; a manifest folder need not hold a Node, and without one the
-// node is eligible.
-func (v views) nodeEligible(needNode bool) func() bool {
-	return func() bool {
-		n := v.rec.View().Node
-		if !n.Seen {
-			return !needNode
-		}
-		return n.Eligible
-	}
-}
 
 // runStatus prints the running agent's annotated view of this node, or of
 // the Services named (NAMESPACE/NAME, as arguments or with --service; a

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/agent"
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 )
@@ -31,10 +32,10 @@ func kernelAfter(t *testing.T, args ...string) (config.Config, string) {
 	c := o.Config
 	c.Kubeconfig, c.ManifestsDir, c.Once = "", "testdata/kubeadm-services", true
 	k := fake.New()
-	if err := agentOn(context.Background(), c, nodeName(c.HostnameOverride), k, zap.NewNop(), io.Discard); err != nil {
+	if err := agent.Run(context.Background(), agent.Options{Config: c, Kernel: k, Log: zap.NewNop(), Stdout: io.Discard}); err != nil {
 		t.Fatalf("agent %q: %v", args, err)
 	}
-	dp := dataplaneOptions(c, nil)
+	dp := agent.KernelOptions(c, nil)
 	sh := k.ShimConfig()
 	return o.Config, fmt.Sprintf("%s\ntimeouts %+v\nsysctls %v\nshim families %v masquerade-all %v pod CIDRs %v pod interface %q mark %#x\nstrict ARP %v, iptables %q, conntrack %+v\n",
 		k.Dump(), k.Timeouts(), k.Sysctls(), sh.Families, sh.MasqueradeAll, sh.PodCIDRs, sh.PodInterface, sh.MasqueradeMark, dp.StrictARP, dp.IptablesBackend, dp.Conntrack)

@@ -83,15 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // gcPercent is the agent's GOGC unless the environment sets one. The live
 // heap is mostly long-lived (the informers' objects, the desired and
 // observed tables), so the default 100 lets the heap, and the resident
-// size with it, grow to twice that between collections: at 10,000
-// Services a hundred megabytes and more of garbage. 25 keeps the peak at
-// about 1.25 times the live heap (issue 12, item 4: no more memory than
-// kube-proxy). Measured in the VM at 10,000 Services, against 50: the peak
-// resident size 242 MB instead of 296 (with the compact set members), a
-// change's CPU unchanged. The first list runs at listGCPercent instead.
-// GOMEMLIMIT is left to the operator (the runtime reads it): a soft limit
-// near the container's memory limit makes the collector work harder only
-// when memory runs short.
+// size with it, grow to twice that between collections. 25 keeps the peak
+// at about 1.25 times the live heap, for no more memory than kube-proxy.
+// The agent's first list runs at a percentage of its own. GOMEMLIMIT is
+// left to the operator (the runtime reads it): a soft limit near the
+// container's memory limit makes the collector work harder only when
+// memory runs short.
 const gcPercent = 25
 
 // tuneGC sets gcPercent unless GOGC is set.
@@ -99,23 +96,4 @@ func tuneGC(getenv func(string) string) {
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-}
-
-// listGCPercent is the GOGC while the source makes its first list. The heap
-// then grows from nothing to the informers' objects, and at gcPercent the
-// collector ran fifty times on the way, a tenth of the CPU of a listing
-// that is what a fresh node waits for (issue 12). The heap's peak comes
-// later, when the first sync holds the table beside those objects: twice
-// the listed objects stays below it (at 10,000 Services the list's live
-// heap is about 60 MB, the first sync's about 140).
-const listGCPercent = 100
-
-// listingGC sets listGCPercent unless GOGC is set, and returns what puts
-// the previous percentage back once the source has listed.
-func listingGC(getenv func(string) string) (listed func()) {
-	if getenv("GOGC") != "" {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(listGCPercent)
-	return func() { debug.SetGCPercent(prev) }
 }

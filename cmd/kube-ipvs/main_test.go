@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -79,27 +78,5 @@ func TestVersion(t *testing.T) {
 		if code := run(context.Background(), []string{"kube-ipvs", arg}, &out, &errb); code != 0 || out.String() != want {
 			t.Errorf("%s: exit %d, output %q, want %q", arg, code, out.String(), want)
 		}
-	}
-}
-
-// TestListingGC: the first list runs at listGCPercent and the percentage
-// before it comes back; a GOGC the operator set is left alone throughout.
-func TestListingGC(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
-	listed := listingGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(listGCPercent); got != listGCPercent {
-		t.Errorf("while listing GOGC is %d, want %d", got, listGCPercent)
-	}
-	listed()
-	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
-		t.Errorf("after the list GOGC is %d, want %d back", got, gcPercent)
-	}
-	listed = listingGC(func(k string) string { return map[string]string{"GOGC": "80"}[k] })
-	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
-		t.Errorf("with GOGC set the list changed the percentage to %d", got)
-	}
-	listed()
-	if got := debug.SetGCPercent(gcPercent); got != gcPercent {
-		t.Errorf("with GOGC set the end of the list changed the percentage to %d", got)
 	}
 }

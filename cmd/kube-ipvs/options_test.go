@@ -49,11 +49,11 @@ func TestFlagsOverrideTheFile(t *testing.T) {
 	}{
 		{"scheduler (flag)", c.Scheduler, model.Scheduler("wrr")},
 		{"hostname (flag)", c.HostnameOverride, "node-b"},
-		{"tcp timeout (flag)", c.TCPTimeout, time.Hour},
+		{"tcp timeout (flag)", c.Timeouts.TCP, time.Hour},
 		{"masquerade all (flag, back to false)", c.MasqueradeAll, false},
 		{"drain timeout (kube-ipvs only)", c.DrainTimeout, 10 * time.Second},
-		{"frontends per Service (kube-ipvs only)", c.MaxFrontendsPerService, 100},
-		{"tcpfin timeout (file)", c.TCPFinTimeout, 120 * time.Second},
+		{"frontends per Service (kube-ipvs only)", c.MaxFrontends, 100},
+		{"tcpfin timeout (file)", c.Timeouts.TCPFin, 120 * time.Second},
 		{"sync period (file; the flag's default is 30s)", c.SyncPeriod, time.Minute},
 		{"kubeconfig (file)", c.Kubeconfig, "/var/lib/kube-proxy/kubeconfig.conf"},
 		{"log format (file)", c.LogFormat, "json"},
@@ -90,7 +90,7 @@ func TestDeprecatedAliases(t *testing.T) {
 	want := config.Default()
 	want.Scheduler, want.SyncPeriod, want.MinSyncPeriod = "lc", 10*time.Second, 2*time.Second
 	want.ExcludeCIDRs = prefixesOf("192.0.2.0/24")
-	want.StrictARP, want.TCPTimeout, want.TCPFinTimeout, want.UDPTimeout = true, 900*time.Second, time.Minute, 30*time.Second
+	want.StrictARP, want.Timeouts.TCP, want.Timeouts.TCPFin, want.Timeouts.UDP = true, 900*time.Second, time.Minute, 30*time.Second
 	want.LogFormat = "json"
 	if !reflect.DeepEqual(o.Config, want) {
 		t.Errorf("got  %+v\nwant %+v", o.Config, want)

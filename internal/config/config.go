@@ -13,44 +13,40 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+	"github.com/kube-ipvs/kube-ipvs/internal/source"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
-// Config is everything the agent is told at start.
+// Config is everything the agent is told at start. Where a component
+// owns a setting, the setting is a field of that component's own options
+// (embedded or named below), so that the flags and the file bind onto the
+// value the component is handed, with no copy between them.
 type Config struct {
-	// Source: exactly one of Kubeconfig/Master/in-cluster or ManifestsDir.
-	Kubeconfig string
-	Master     string // API server address; overrides the kubeconfig's
+	// Client is how the source reaches the API server; exactly one of
+	// Kubeconfig/Master/in-cluster or ManifestsDir is the source.
+	Client
 	// ProxyMode is kube-proxy's --proxy-mode (the file's mode): "ipvs",
 	// the default; anything else, empty included (kube-proxy's iptables),
 	// is refused.
 	ProxyMode        string
-	Client           ClientConnection
 	ManifestsDir     string
-	HostnameOverride string // resolved node name; see cmd
-	ServiceProxyName string
+	HostnameOverride string // the node's name, resolved by the agent
 
-	Scheduler model.Scheduler
-	// NodePortAddresses are CIDRs and/or translate.NodePortPrimary; empty
-	// means every node address, as kube-proxy's IPVS mode does when unset.
-	NodePortAddresses []string
-	NodePortRange     model.PortRange
-	ExcludeCIDRs      []netip.Prefix
-	// ExternalIPCIDRs, when set, are the only addresses a Service's
-	// spec.externalIPs are served on (nil: any).
-	ExternalIPCIDRs []netip.Prefix
-	model.Families  // --ipv4, --ipv6: handed alike to translation and the shim
+	// Translation is how Services become virtual servers: the scheduler,
+	// the NodePort addresses, the families, the drain timeout, the
+	// frontends cap, the external IP CIDRs. The agent fills in what only
+	// the running node knows (NodeName, HostAddrs, MasqueradeMark).
+	Translation
+	NodePortRange model.PortRange
+	ExcludeCIDRs  []netip.Prefix
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
-	DrainTimeout  time.Duration
-	// MaxFrontendsPerService caps the virtual servers of one Service, so
-	// that no Service fills the shim's sets shared by all.
-	MaxFrontendsPerService int
-
-	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+	// Timeouts are the IPVS connection timeouts (0: leave as is).
+	Timeouts dataplane.Timeouts
 
 	// The netfilter shim and node settings (kube-proxy's flag names).
 	MasqueradeAll bool
@@ -64,7 +60,9 @@ type Config struct {
 	InterfaceNamePrefix string
 	StrictARP           bool
 	IptablesBackend     shim.Backend // nft, legacy or detect ("")
-	Conntrack           Conntrack
+	// Conntrack is the nf_conntrack tuning kube-proxy writes at start
+	// (zero: leave the kernel's value; MaxPerCore 0 also ignores Min).
+	Conntrack dataplane.ConntrackTuning
 
 	Once   bool
 	DryRun bool
@@ -76,36 +74,21 @@ type Config struct {
 	HealthzBindAddress  string
 	MetricsBindAddress  string
 	BindAddressHardFail bool
-	// DebugAddress serves the views `status` and `diff` read; empty: off.
+	// DebugAddress serves the debug pages `status` and `diff` read; empty:
+	// off.
 	DebugAddress string
 
 	LogLevel  string
 	LogFormat string
 }
 
-// ClientConnection is how the agent talks to the API server (kube-proxy's
-// clientConnection, apart from the kubeconfig path).
-type ClientConnection struct {
-	QPS                float32
-	Burst              int32
-	ContentType        string
-	AcceptContentTypes string
-	// Compression asks for gzipped responses (--kube-api-compression; off
-	// by default, see source.ClientOptions).
-	Compression bool
-	// HTTP2 talks HTTP/2, not HTTP/1.1 (--kube-api-http2; off by
-	// default, see source.ClientOptions).
-	HTTP2 bool
-}
-
-// Conntrack holds the nf_conntrack settings kube-proxy writes at start
-// (zero: leave the kernel's value; MaxPerCore 0 also ignores Min).
-type Conntrack struct {
-	MaxPerCore, Min                            int32
-	TCPEstablishedTimeout, TCPCloseWaitTimeout time.Duration
-	TCPBeLiberal                               bool
-	UDPTimeout, UDPStreamTimeout               time.Duration
-}
+// Client and Translation are the options of the packages that own them
+// (the source's client, translation), embedded in Config under these
+// names.
+type (
+	Client      = source.ClientOptions
+	Translation = translate.Config
+)
 
 // DetectLocalMode is how kube-proxy tells traffic from local pods from
 // the rest (for masquerading): kube-proxy's names.
@@ -136,23 +119,25 @@ const (
 // IPVS-mode defaults where it has the setting.
 func Default() Config {
 	return Config{
-		ProxyMode:          ProxyModeIPVS,
-		Client:             ClientConnection{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf},
-		Scheduler:          model.SchedRR,
+		ProxyMode: ProxyModeIPVS,
+		Client:    Client{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf},
+		Translation: Translation{
+			Scheduler:    model.SchedRR,
+			Families:     model.Families{IPv4: true, IPv6: true},
+			DrainTimeout: 2 * time.Minute,
+			MaxFrontends: translate.DefaultMaxFrontends,
+		},
 		NodePortRange:      model.PortRange{First: 30000, Last: 32767},
-		Families:           model.Families{IPv4: true, IPv6: true},
 		SyncPeriod:         30 * time.Second,
 		MinSyncPeriod:      time.Second,
-		DrainTimeout:       2 * time.Minute,
 		MasqueradeBit:      DefaultMasqueradeBit,
 		DetectLocalMode:    DetectClusterCIDR,
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
-		Conntrack: Conntrack{
+		Conntrack: dataplane.ConntrackTuning{
 			MaxPerCore: 32 * 1024, Min: 128 * 1024,
-			TCPEstablishedTimeout: 24 * time.Hour, TCPCloseWaitTimeout: time.Hour,
+			TCPEstablished: 24 * time.Hour, TCPCloseWait: time.Hour,
 		},
-		MaxFrontendsPerService: translate.DefaultMaxFrontends,
 
 		LogLevel:     "info",
 		LogFormat:    "console",
@@ -218,8 +203,8 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validatePeriods(bad)
-	if c.MaxFrontendsPerService < 1 || c.MaxFrontendsPerService > shim.MaxSetMembers {
-		bad("--max-frontends-per-service", "must be between 1 and %d (what the shared sets hold), got %d", shim.MaxSetMembers, c.MaxFrontendsPerService)
+	if c.MaxFrontends < 1 || c.MaxFrontends > shim.MaxSetMembers {
+		bad("--max-frontends-per-service", "must be between 1 and %d (what the shared sets hold), got %d", shim.MaxSetMembers, c.MaxFrontends)
 	}
 	if err := shim.CheckPodCIDRs(c.ClusterCIDRs); err != nil {
 		bad("--cluster-cidr (clusterCIDR)", "%v", err)
@@ -229,7 +214,7 @@ func (c Config) Validate() error {
 	}
 	c.validateDetectLocal(bad)
 	c.validateClient(bad)
-	c.Conntrack.validate(bad)
+	validateConntrack(c.Conntrack, bad)
 	if err := c.IptablesBackend.Validate(); err != nil {
 		bad("--iptables-backend", "%v", err)
 	}
@@ -267,9 +252,9 @@ func (c Config) validatePeriods(bad func(name, format string, args ...any)) {
 	}
 	// The kernel keeps IPVS timeouts in whole seconds.
 	checkDurations(bad, "must be a whole number of seconds >= 0", func(d time.Duration) bool { return d >= 0 && d%time.Second == 0 },
-		namedDuration{"--ipvs-tcp-timeout (ipvs.tcpTimeout)", c.TCPTimeout},
-		namedDuration{"--ipvs-tcpfin-timeout (ipvs.tcpFinTimeout)", c.TCPFinTimeout},
-		namedDuration{"--ipvs-udp-timeout (ipvs.udpTimeout)", c.UDPTimeout})
+		namedDuration{"--ipvs-tcp-timeout (ipvs.tcpTimeout)", c.Timeouts.TCP},
+		namedDuration{"--ipvs-tcpfin-timeout (ipvs.tcpFinTimeout)", c.Timeouts.TCPFin},
+		namedDuration{"--ipvs-udp-timeout (ipvs.udpTimeout)", c.Timeouts.UDP})
 }
 
 type namedDuration struct {
@@ -332,7 +317,7 @@ func (c Config) validateClient(bad func(name, format string, args ...any)) {
 	}
 }
 
-func (ct Conntrack) validate(bad func(name, format string, args ...any)) {
+func validateConntrack(ct dataplane.ConntrackTuning, bad func(name, format string, args ...any)) {
 	if ct.MaxPerCore < 0 {
 		bad("--conntrack-max-per-core (conntrack.maxPerCore)", "must not be negative, got %d", ct.MaxPerCore)
 	}
@@ -340,8 +325,8 @@ func (ct Conntrack) validate(bad func(name, format string, args ...any)) {
 		bad("--conntrack-min (conntrack.min)", "must not be negative, got %d", ct.Min)
 	}
 	checkDurations(bad, "must not be negative", func(d time.Duration) bool { return d >= 0 },
-		namedDuration{"--conntrack-tcp-timeout-established (conntrack.tcpEstablishedTimeout)", ct.TCPEstablishedTimeout},
-		namedDuration{"--conntrack-tcp-timeout-close-wait (conntrack.tcpCloseWaitTimeout)", ct.TCPCloseWaitTimeout},
-		namedDuration{"--conntrack-udp-timeout (conntrack.udpTimeout)", ct.UDPTimeout},
-		namedDuration{"--conntrack-udp-timeout-stream (conntrack.udpStreamTimeout)", ct.UDPStreamTimeout})
+		namedDuration{"--conntrack-tcp-timeout-established (conntrack.tcpEstablishedTimeout)", ct.TCPEstablished},
+		namedDuration{"--conntrack-tcp-timeout-close-wait (conntrack.tcpCloseWaitTimeout)", ct.TCPCloseWait},
+		namedDuration{"--conntrack-udp-timeout (conntrack.udpTimeout)", ct.UDP},
+		namedDuration{"--conntrack-udp-timeout-stream (conntrack.udpStreamTimeout)", ct.UDPStream})
 }

@@ -49,9 +49,9 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"sync period", func(c *Config) { c.SyncPeriod = 0 }, "--ipvs-sync-period (ipvs.syncPeriod): must be positive"},
 		{"min sync period", func(c *Config) { c.MinSyncPeriod = time.Hour }, "--ipvs-min-sync-period (ipvs.minSyncPeriod): must be between"},
 		{"drain timeout", func(c *Config) { c.DrainTimeout = -time.Second }, "--drain-timeout: must not be negative"},
-		{"no frontends", func(c *Config) { c.MaxFrontendsPerService = 0 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 0"},
-		{"more frontends than the sets hold", func(c *Config) { c.MaxFrontendsPerService = 1<<20 + 1 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 1048577"},
-		{"tcp timeout", func(c *Config) { c.TCPTimeout = 1500 * time.Millisecond }, "--ipvs-tcp-timeout (ipvs.tcpTimeout): must be a whole number of seconds"},
+		{"no frontends", func(c *Config) { c.MaxFrontends = 0 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 0"},
+		{"more frontends than the sets hold", func(c *Config) { c.MaxFrontends = 1<<20 + 1 }, "--max-frontends-per-service: must be between 1 and 1048576 (what the shared sets hold), got 1048577"},
+		{"tcp timeout", func(c *Config) { c.Timeouts.TCP = 1500 * time.Millisecond }, "--ipvs-tcp-timeout (ipvs.tcpTimeout): must be a whole number of seconds"},
 		{"families", func(c *Config) { c.IPv4, c.IPv6 = false, false }, "at least one address family"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, `--log-level: want error, warn, info, debug or a klog verbosity (0 to 127), got "loud"`},
 		{"cluster cidr", func(c *Config) {
@@ -75,7 +75,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"burst", func(c *Config) { c.Client.Burst = -1 }, "--kube-api-burst (clientConnection.burst): must not be negative"},
 		{"conntrack max", func(c *Config) { c.Conntrack.MaxPerCore = -1 }, "--conntrack-max-per-core (conntrack.maxPerCore): must not be negative"},
 		{"conntrack min", func(c *Config) { c.Conntrack.Min = -1 }, "--conntrack-min (conntrack.min): must not be negative"},
-		{"conntrack close wait", func(c *Config) { c.Conntrack.TCPCloseWaitTimeout = -time.Second }, "--conntrack-tcp-timeout-close-wait (conntrack.tcpCloseWaitTimeout): must not be negative"},
+		{"conntrack close wait", func(c *Config) { c.Conntrack.TCPCloseWait = -time.Second }, "--conntrack-tcp-timeout-close-wait (conntrack.tcpCloseWaitTimeout): must not be negative"},
 		{"log format", func(c *Config) { c.LogFormat = "xml" }, `--logging-format (logging.format): want text or json, got "xml"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

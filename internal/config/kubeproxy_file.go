@@ -16,6 +16,7 @@ import (
 	kpv1 "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -123,11 +124,9 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	}
 	c.ProxyMode = string(kp.Mode)
 	c.Kubeconfig = kp.ClientConnection.Kubeconfig
-	c.Client = ClientConnection{
-		QPS: kp.ClientConnection.QPS, Burst: kp.ClientConnection.Burst,
-		ContentType: kp.ClientConnection.ContentType, AcceptContentTypes: kp.ClientConnection.AcceptContentTypes,
-		Compression: c.Client.Compression, HTTP2: c.Client.HTTP2, // not in kube-proxy's file: the flags'
-	}
+	c.QPS, c.Burst = kp.ClientConnection.QPS, kp.ClientConnection.Burst
+	c.ContentType, c.AcceptContentTypes = kp.ClientConnection.ContentType, kp.ClientConnection.AcceptContentTypes
+	// Compression, HTTP2 and Master are not in kube-proxy's file: the flags'.
 	c.HostnameOverride = kp.HostnameOverride
 	c.HealthzBindAddress, c.MetricsBindAddress = kp.HealthzBindAddress, kp.MetricsBindAddress
 	c.BindAddressHardFail = kp.BindAddressHardFail
@@ -138,7 +137,7 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	c.ExcludeCIDRs, err = ParsePrefixes(kp.IPVS.ExcludeCIDRs)
 	field("ipvs.excludeCIDRs", err)
 	c.StrictARP = kp.IPVS.StrictARP
-	c.TCPTimeout, c.TCPFinTimeout, c.UDPTimeout = kp.IPVS.TCPTimeout.Duration, kp.IPVS.TCPFinTimeout.Duration, kp.IPVS.UDPTimeout.Duration
+	c.Timeouts = dataplane.Timeouts{TCP: kp.IPVS.TCPTimeout.Duration, TCPFin: kp.IPVS.TCPFinTimeout.Duration, UDP: kp.IPVS.UDPTimeout.Duration}
 	c.ClusterCIDRs, err = ParsePrefixes(strings.Split(kp.ClusterCIDR, ","))
 	field("clusterCIDR", err)
 	c.NodePortAddresses, err = NodePortAddresses(kp.NodePortAddresses)
@@ -146,12 +145,12 @@ func (kp KubeProxyConfiguration) ApplyTo(c *Config) (ignored []string, err error
 	c.MasqueradeAll, c.MasqueradeBit = kp.IPTables.MasqueradeAll, *kp.IPTables.MasqueradeBit
 	c.DetectLocalMode = DetectLocalMode(kp.DetectLocalMode)
 	c.BridgeInterface, c.InterfaceNamePrefix = kp.DetectLocal.BridgeInterface, kp.DetectLocal.InterfaceNamePrefix
-	c.Conntrack = Conntrack{
-		MaxPerCore: *kp.Conntrack.MaxPerCore, Min: *kp.Conntrack.Min,
-		TCPEstablishedTimeout: kp.Conntrack.TCPEstablishedTimeout.Duration,
-		TCPCloseWaitTimeout:   kp.Conntrack.TCPCloseWaitTimeout.Duration,
-		TCPBeLiberal:          kp.Conntrack.TCPBeLiberal,
-		UDPTimeout:            kp.Conntrack.UDPTimeout.Duration, UDPStreamTimeout: kp.Conntrack.UDPStreamTimeout.Duration,
+	c.Conntrack = dataplane.ConntrackTuning{
+		MaxPerCore: int(*kp.Conntrack.MaxPerCore), Min: int(*kp.Conntrack.Min),
+		TCPEstablished: kp.Conntrack.TCPEstablishedTimeout.Duration,
+		TCPCloseWait:   kp.Conntrack.TCPCloseWaitTimeout.Duration,
+		TCPBeLiberal:   kp.Conntrack.TCPBeLiberal,
+		UDP:            kp.Conntrack.UDPTimeout.Duration, UDPStream: kp.Conntrack.UDPStreamTimeout.Duration,
 	}
 	c.LogFormat, err = LogFormatOf(kp.Logging.Format)
 	field("logging.format", err)
@@ -250,8 +249,8 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	kp.IPTables.SyncPeriod, kp.IPTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
 	kp.NFTables.SyncPeriod, kp.NFTables.MinSyncPeriod = metav1.Duration{}, metav1.Duration{}
 	kp.ClientConnection = cbconfig.ClientConnectionConfiguration{
-		Kubeconfig: c.Kubeconfig, QPS: c.Client.QPS, Burst: c.Client.Burst,
-		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
+		Kubeconfig: c.Kubeconfig, QPS: c.QPS, Burst: c.Burst,
+		ContentType: c.ContentType, AcceptContentTypes: c.AcceptContentTypes,
 	}
 	kp.HostnameOverride = c.HostnameOverride
 	kp.HealthzBindAddress, kp.MetricsBindAddress = c.HealthzBindAddress, c.MetricsBindAddress
@@ -260,21 +259,21 @@ func FromConfig(c Config, base KubeProxyConfiguration) KubeProxyConfiguration {
 	kp.IPVS.SyncPeriod, kp.IPVS.MinSyncPeriod = metav1.Duration{Duration: c.SyncPeriod}, metav1.Duration{Duration: c.MinSyncPeriod}
 	kp.IPVS.ExcludeCIDRs = prefixStrings(c.ExcludeCIDRs)
 	kp.IPVS.StrictARP = c.StrictARP
-	kp.IPVS.TCPTimeout, kp.IPVS.TCPFinTimeout, kp.IPVS.UDPTimeout = metav1.Duration{Duration: c.TCPTimeout}, metav1.Duration{Duration: c.TCPFinTimeout}, metav1.Duration{Duration: c.UDPTimeout}
+	kp.IPVS.TCPTimeout, kp.IPVS.TCPFinTimeout, kp.IPVS.UDPTimeout = metav1.Duration{Duration: c.Timeouts.TCP}, metav1.Duration{Duration: c.Timeouts.TCPFin}, metav1.Duration{Duration: c.Timeouts.UDP}
 	kp.ClusterCIDR = strings.Join(prefixStrings(c.ClusterCIDRs), ",")
 	kp.NodePortAddresses = c.NodePortAddresses
 	bit := c.MasqueradeBit
 	kp.IPTables.MasqueradeAll, kp.IPTables.MasqueradeBit = c.MasqueradeAll, &bit
 	kp.DetectLocalMode = kpv1.LocalMode(c.DetectLocalMode)
 	kp.DetectLocal = kpv1.DetectLocalConfiguration{BridgeInterface: c.BridgeInterface, InterfaceNamePrefix: c.InterfaceNamePrefix}
-	maxPerCore, ctMin := c.Conntrack.MaxPerCore, c.Conntrack.Min
+	maxPerCore, ctMin := int32(c.Conntrack.MaxPerCore), int32(c.Conntrack.Min)
 	kp.Conntrack = kpv1.KubeProxyConntrackConfiguration{
 		MaxPerCore: &maxPerCore, Min: &ctMin,
-		TCPEstablishedTimeout: &metav1.Duration{Duration: c.Conntrack.TCPEstablishedTimeout},
-		TCPCloseWaitTimeout:   &metav1.Duration{Duration: c.Conntrack.TCPCloseWaitTimeout},
+		TCPEstablishedTimeout: &metav1.Duration{Duration: c.Conntrack.TCPEstablished},
+		TCPCloseWaitTimeout:   &metav1.Duration{Duration: c.Conntrack.TCPCloseWait},
 		TCPBeLiberal:          c.Conntrack.TCPBeLiberal,
-		UDPTimeout:            metav1.Duration{Duration: c.Conntrack.UDPTimeout},
-		UDPStreamTimeout:      metav1.Duration{Duration: c.Conntrack.UDPStreamTimeout},
+		UDPTimeout:            metav1.Duration{Duration: c.Conntrack.UDP},
+		UDPStreamTimeout:      metav1.Duration{Duration: c.Conntrack.UDPStream},
 	}
 	kp.Logging.Format = map[string]string{"console": "text", "json": "json"}[c.LogFormat]
 	kp.Logging.FlushFrequency.SerializeAsString = true // as kube-proxy writes it

@@ -65,7 +65,7 @@ func TestKubeProxyFilesAsWritten(t *testing.T) {
 			c.HostnameOverride = "node-a"
 			c.Scheduler = model.Scheduler("lc")
 			c.StrictARP = true
-			c.TCPTimeout, c.TCPFinTimeout, c.UDPTimeout = 900*time.Second, 120*time.Second, 300*time.Second
+			c.Timeouts.TCP, c.Timeouts.TCPFin, c.Timeouts.UDP = 900*time.Second, 120*time.Second, 300*time.Second
 			c.SyncPeriod, c.MinSyncPeriod = time.Minute, 2*time.Second
 			c.ExcludeCIDRs = prefixes("192.0.2.0/24", "2001:db8::/64")
 			c.ClusterCIDRs = prefixes("10.244.0.0/16", "fd00:10:244::/56")
@@ -74,7 +74,7 @@ func TestKubeProxyFilesAsWritten(t *testing.T) {
 			c.MetricsBindAddress = "0.0.0.0:10249"
 			c.BindAddressHardFail = true
 			c.Conntrack.MaxPerCore, c.Conntrack.TCPBeLiberal = 0, true
-			c.Conntrack.UDPTimeout, c.Conntrack.UDPStreamTimeout = 30*time.Second, 2*time.Minute
+			c.Conntrack.UDP, c.Conntrack.UDPStream = 30*time.Second, 2*time.Minute
 			c.LogFormat, c.LogLevel = "json", "debug"
 		}},
 	} {
@@ -295,7 +295,7 @@ func TestKubeProxyFileDefaults(t *testing.T) {
 		}},
 		{"logging:\n  verbosity: 3\n  flushFrequency: 5000000000\n", func(c Config) error { return wantEq(c.LogLevel, "3") }},
 		{"clientConnection:\n  qps: 0\n  burst: 0\n  contentType: application/json\n", func(c Config) error {
-			return wantEq(c.Client, ClientConnection{QPS: 5, Burst: 10, ContentType: "application/json"})
+			return wantEq(c.Client, Client{QPS: 5, Burst: 10, ContentType: "application/json"})
 		}},
 	} {
 		t.Run(tc.yaml, func(t *testing.T) {

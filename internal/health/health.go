@@ -18,7 +18,8 @@ import (
 
 // Tracker follows queued changes and syncs. Its methods are safe from any
 // goroutine and take no lock: a sync stuck in the kernel never stalls a
-// probe. Begin and End are called by the one goroutine that syncs.
+// probe. SyncBegan and SyncEnded are called by the one goroutine that
+// syncs: the tracker listens to the syncs.
 type Tracker struct {
 	now      func() time.Time
 	timeout  time.Duration
@@ -68,9 +69,9 @@ func (t *Tracker) Queued() {
 	t.pending.CompareAndSwap(0, t.now().UnixNano())
 }
 
-// Begin notes that a sync starts: it takes every change queued so far.
-// Changes queued from now on wait for the next sync.
-func (t *Tracker) Begin() {
+// SyncBegan notes that a sync starts: it takes every change queued so
+// far. Changes queued from now on wait for the next sync.
+func (t *Tracker) SyncBegan() {
 	p := t.pending.Load()
 	if p == 0 {
 		return
@@ -80,14 +81,14 @@ func (t *Tracker) Begin() {
 	if i := t.inflight.Load(); i == 0 || p < i {
 		t.inflight.Store(p)
 	}
-	t.pending.CompareAndSwap(p, 0) // only Begin clears it: cannot fail
+	t.pending.CompareAndSwap(p, 0) // only SyncBegan clears it: cannot fail
 }
 
-// End notes that the sync begun last ended. When it succeeded, the changes
-// it took are programmed; when it failed they still wait, and the next
-// sync takes them again.
-func (t *Tracker) End(ok bool) {
-	if !ok {
+// SyncEnded notes that the sync begun last ended. When it succeeded, the
+// changes it took are programmed; when it failed they still wait, and the
+// next sync takes them again.
+func (t *Tracker) SyncEnded(err error) {
+	if err != nil {
 		return
 	}
 	t.updated.Store(t.now().UnixNano())

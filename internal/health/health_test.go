@@ -2,6 +2,7 @@ package health
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// errSyncFailed is a sync's failure.
+var errSyncFailed = errors.New("sync failed")
 
 // clock is a fake clock stepped by the test.
 type clock struct{ t time.Time }
@@ -73,9 +77,9 @@ func TestAnswersFollowQueuedChanges(t *testing.T) {
 		t.Fatalf("livez with a change waiting 60s: %d %s", a.code, a.body)
 	}
 
-	tr.Begin()
+	tr.SyncBegan()
 	c.step(time.Second)
-	tr.End(true)
+	tr.SyncEnded(nil)
 	synced := c.t
 	if a := ask(t, h, "GET", PathHealthz); a.code != 200 {
 		t.Fatalf("after a good sync: %d %s", a.code, a.body)
@@ -91,9 +95,9 @@ func TestAnswersFollowQueuedChanges(t *testing.T) {
 	tr.Queued()
 	queued := c.t
 	for range 3 {
-		tr.Begin()
+		tr.SyncBegan()
 		c.step(25 * time.Second)
-		tr.End(false)
+		tr.SyncEnded(errSyncFailed)
 	}
 	if tr.Healthy() {
 		t.Fatal("a change waiting 75s behind failing syncs: healthy")
@@ -103,11 +107,11 @@ func TestAnswersFollowQueuedChanges(t *testing.T) {
 	}
 	// A later change does not reset the clock of the older one.
 	tr.Queued()
-	tr.Begin()
+	tr.SyncBegan()
 	if tr.Healthy() {
 		t.Fatal("a second change made the first one young again")
 	}
-	tr.End(true)
+	tr.SyncEnded(nil)
 	if !tr.Healthy() {
 		t.Fatalf("a good sync %s after the change did not make it healthy", c.t.Sub(queued))
 	}
@@ -119,16 +123,16 @@ func TestChangeQueuedDuringASyncWaitsForTheNext(t *testing.T) {
 	c := newClock()
 	tr := c.tracker("IPv4")
 	tr.Start()
-	tr.Begin()
+	tr.SyncBegan()
 	c.step(time.Second)
 	tr.Queued() // during the sync
-	tr.End(true)
+	tr.SyncEnded(nil)
 	c.step(60 * time.Second)
 	if tr.Healthy() {
 		t.Fatal("a change queued during a sync was cleared by it")
 	}
-	tr.Begin()
-	tr.End(true)
+	tr.SyncBegan()
+	tr.SyncEnded(nil)
 	if !tr.Healthy() {
 		t.Fatal("the next sync did not clear it")
 	}

@@ -42,6 +42,17 @@ type Options struct {
 	// reaches a node address may connect); zero fields take httplimit's
 	// defaults.
 	Limits httplimit.Limits
+	// Published is the view the last sync published, which the ports
+	// follow after each sync (SyncEnded); nil: they follow only Sync.
+	Published func() View
+}
+
+// View is what the ports follow of a sync's published view
+// (reconciler.View): the health-check ports with their local endpoint
+// counts, and the node addresses NodePorts were served on.
+type View interface {
+	HealthChecks() []translate.HealthCheck
+	NodePortAddrs() []netip.Addr
 }
 
 // Server runs one HTTP server per health-check node port.
@@ -109,6 +120,22 @@ func (s *Server) Sync(hcs []translate.HealthCheck, addrs []netip.Addr) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SyncBegan is nothing to the ports: they follow what a sync published.
+func (s *Server) SyncBegan() {}
+
+// SyncEnded makes the ports follow the view the sync published, whether it
+// failed or not (a failed sync publishes what it knew). A listener that
+// cannot be opened is logged and retried after the next sync.
+func (s *Server) SyncEnded(error) {
+	if s.opt.Published == nil {
+		return
+	}
+	v := s.opt.Published()
+	if err := s.Sync(v.HealthChecks(), v.NodePortAddrs()); err != nil {
+		s.log.Warn("health check ports", zap.Error(err))
+	}
 }
 
 // newPort makes a port that listens nowhere yet.

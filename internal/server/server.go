@@ -1,6 +1,6 @@
 // Package server runs the agent's HTTP listeners: kube-proxy's health
 // server (package health answers it) and metrics server, and the debug
-// views `kube-ipvs status` and `kube-ipvs diff` read, each on its own
+// pages `kube-ipvs status` and `kube-ipvs diff` read, each on its own
 // address, started, retried and failed the way kube-proxy does.
 package server
 
@@ -15,22 +15,22 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/status"
 )
 
-// Paths of the debug views.
+// Paths of the debug pages.
 const (
 	PathStatus = "/debug/status"
 	PathDiff   = "/debug/diff"
 )
 
-// Inspector is what the agent exposes to the debug views. Its methods are
+// Inspector is what the agent exposes to the debug pages. Its methods are
 // called from request goroutines while syncs run; none may wait for one.
 type Inspector interface {
 	// Status is the annotated view of the node.
 	Status() status.Report
-	// Drift is what the agent would change now, one ipvsadm-style line each.
-	Drift(ctx context.Context) ([]string, error)
+	// Diff is what the agent would change now, one ipvsadm-style line each.
+	Diff(ctx context.Context) ([]string, error)
 }
 
-// DebugHandler serves the debug views of an inspector, and nothing else:
+// DebugHandler serves the debug pages of an inspector, and nothing else:
 // health and metrics have their own addresses, as in kube-proxy.
 //
 // A diff reads the whole kernel, which costs the node as much as a full
@@ -42,7 +42,7 @@ func DebugHandler(in Inspector) http.Handler {
 	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, in.Status())
 	})
-	diffs := &sharedRead{read: in.Drift}
+	diffs := &sharedRead{read: in.Diff}
 	mux.HandleFunc("GET "+PathDiff, func(w http.ResponseWriter, r *http.Request) {
 		lines, err := diffs.do(r.Context())
 		if errors.Is(err, errGaveUp) {

@@ -22,13 +22,13 @@ import (
 )
 
 type inspector struct {
-	rep   status.Report
-	drift []string
-	err   error
+	rep  status.Report
+	diff []string
+	err  error
 }
 
-func (i inspector) Status() status.Report                   { return i.rep }
-func (i inspector) Drift(context.Context) ([]string, error) { return i.drift, i.err }
+func (i inspector) Status() status.Report                  { return i.rep }
+func (i inspector) Diff(context.Context) ([]string, error) { return i.diff, i.err }
 
 func get(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
@@ -37,7 +37,7 @@ func get(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
 }
 
 func TestDiffAndStatus(t *testing.T) {
-	h := DebugHandler(inspector{rep: status.Report{Node: "node-a"}, drift: []string{"-D -t 10.96.0.1:80"}})
+	h := DebugHandler(inspector{rep: status.Report{Node: "node-a"}, diff: []string{"-D -t 10.96.0.1:80"}})
 	var d DiffResponse
 	if err := json.NewDecoder(get(t, h, PathDiff).Body).Decode(&d); err != nil || len(d.Ops) != 1 {
 		t.Fatalf("diff %+v %v", d, err)
@@ -47,12 +47,12 @@ func TestDiffAndStatus(t *testing.T) {
 		t.Fatalf("status %+v %v", rep, err)
 	}
 	if got := get(t, DebugHandler(inspector{err: errors.New("dump failed")}), PathDiff).Code; got != 500 {
-		t.Fatalf("failed drift answered %d", got)
+		t.Fatalf("failed diff answered %d", got)
 	}
 }
 
-// Each address serves its own paths only: the debug views neither health
-// nor metrics, the metrics server neither the views nor kube-proxy's
+// Each address serves its own paths only: the debug pages neither health
+// nor metrics, the metrics server neither the debug pages nor kube-proxy's
 // /livez, as in kube-proxy.
 func TestEachAddressServesItsOwn(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -230,10 +230,10 @@ func TestOneClientCannotStarveAnother(t *testing.T) {
 	httplimittest.ClientsApart(t, addr, httplimit.MaxConnsPerClient, 200)
 }
 
-// blockingDrift counts the diffs running at once and holds each until
+// blockingDiff counts the diffs running at once and holds each until
 // released; a diff whose context ended by then fails, as a kernel read
 // does.
-type blockingDrift struct {
+type blockingDiff struct {
 	inspector
 	mu            sync.Mutex
 	running, most int
@@ -242,7 +242,7 @@ type blockingDrift struct {
 	release       chan struct{}
 }
 
-func (b *blockingDrift) Drift(ctx context.Context) ([]string, error) {
+func (b *blockingDiff) Diff(ctx context.Context) ([]string, error) {
 	b.mu.Lock()
 	b.running++
 	b.calls++
@@ -259,9 +259,9 @@ func (b *blockingDrift) Drift(ctx context.Context) ([]string, error) {
 	return []string{"-D -t 10.96.0.1:80"}, nil
 }
 
-// newBlockingDrift can be entered n times without waiting.
-func newBlockingDrift(n int) *blockingDrift {
-	return &blockingDrift{entered: make(chan struct{}, n), release: make(chan struct{})}
+// newBlockingDiff can be entered n times without waiting.
+func newBlockingDiff(n int) *blockingDiff {
+	return &blockingDiff{entered: make(chan struct{}, n), release: make(chan struct{})}
 }
 
 // getDiff asks srv for a diff and sends what it answered to got.
@@ -286,7 +286,7 @@ func getDiff(ctx context.Context, url string, got chan<- string) {
 // agent run one read per request.
 func TestConcurrentDiffsShareARead(t *testing.T) {
 	const n = 8
-	b := newBlockingDrift(n)
+	b := newBlockingDiff(n)
 	srv := httptest.NewServer(DebugHandler(b))
 	defer srv.Close()
 	got := make(chan string, n)
@@ -315,7 +315,7 @@ func TestConcurrentDiffsShareARead(t *testing.T) {
 // The client whose request started a shared read leaving does not fail
 // the read for the others waiting on it.
 func TestSharedDiffOutlivesItsFirstClient(t *testing.T) {
-	b := newBlockingDrift(2)
+	b := newBlockingDiff(2)
 	srv := httptest.NewServer(DebugHandler(b))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())

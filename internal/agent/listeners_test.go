@@ -1,11 +1,10 @@
-package main
+package agent
 
 import (
 	"context"
 	"encoding/json"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ import (
 // viewsRig is the agent's views over a fake kernel, with the sync the
 // runner would call.
 type viewsRig struct {
-	v     views
+	v     debugPages
 	hz    *health.Tracker
 	store *snapshot.Store
 	sync  func()
@@ -46,9 +45,10 @@ func newViewsRig(t *testing.T) viewsRig {
 	if err := rec.Init(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	v := views{rec: rec, node: "node-a"}
+	v := debugPages{rec: rec, node: "node-a"}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
-	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return nil })
+	hc := newHealthChecks(rec, hz, zap.NewNop())
+	sync := syncer{rec: rec, listeners: []Listener{hz, hc}}.sync
 	t.Cleanup(hc.Close)
 	hz.Start()
 	return viewsRig{v: v, hz: hz, store: store, sync: func() {
@@ -62,7 +62,7 @@ func newViewsRig(t *testing.T) viewsRig {
 // turned off, and only kube-proxy's two fail hard when asked to.
 func TestEndpointsFollowTheConfig(t *testing.T) {
 	r := newViewsRig(t)
-	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
+	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +96,11 @@ func TestEndpointsFollowTheConfig(t *testing.T) {
 // the debug address has neither.
 func TestEachListenerServesItsOwnPaths(t *testing.T) {
 	r := newViewsRig(t)
-	reg, m, err := newMetrics(model.Families{IPv4: true}, r.store)
+	reg, m, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := registerViews(r.v, reg); err != nil {
+	if err := registerCollectors(r.v, reg); err != nil {
 		t.Fatal(err)
 	}
 	r.store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
@@ -182,7 +182,7 @@ func TestBindAddressHardFail(t *testing.T) {
 	defer ln.Close()
 	addr := ln.Addr().String()
 	r := newViewsRig(t)
-	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store)
+	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package main
+package agent
 
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 	})
 	store := snapshot.NewStore()
 	var posted events
-	reg, m, err := newMetrics(model.Families{IPv4: true}, store)
+	reg, m, err := newMetrics(model.Families{IPv4: true}, store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +57,14 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 	if err := rec.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := views{rec: rec, node: "node-a"}
-	if err := registerViews(v, reg); err != nil {
+	v := debugPages{rec: rec, node: "node-a"}
+	if err := registerCollectors(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
 	h := agentHandlers(t, v, hz, reg, m)
-	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1")} })
+	hc := newHealthChecks(rec, hz, zap.NewNop())
+	sync := syncer{rec: rec, listeners: []Listener{hz, hc}}.sync
 	defer hc.Close()
 	hz.Start()
 	store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})

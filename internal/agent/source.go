@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -45,11 +45,7 @@ func manifestSource(c config.Config, node string, log *zap.Logger) *input {
 }
 
 func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
-	co := source.ClientOptions{
-		Kubeconfig: c.Kubeconfig, Master: c.Master, QPS: c.Client.QPS, Burst: c.Client.Burst,
-		ContentType: c.Client.ContentType, AcceptContentTypes: c.Client.AcceptContentTypes,
-		Compression: c.Client.Compression, HTTP2: c.Client.HTTP2,
-	}
+	co := c.Client
 	client, err := source.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -102,17 +102,18 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	if err := rec.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	reg, _, err := newMetrics(model.Families{IPv4: true}, store)
+	reg, _, err := newMetrics(model.Families{IPv4: true}, store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := views{rec: rec, node: "node-a"}
-	if err := registerViews(v, reg); err != nil {
+	v := debugPages{rec: rec, node: "node-a"}
+	if err := registerCollectors(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	hz := health.New(health.Options{Timeout: time.Minute, Families: []string{"IPv4"}})
 	h := agentHandlers(t, v, hz, reg, nil)
-	hc, sync := healthChecks(v, hz, zap.NewNop(), func() []netip.Addr { return nil })
+	hc := newHealthChecks(rec, hz, zap.NewNop())
+	sync := syncer{rec: rec, listeners: []Listener{hz, hc}}.sync
 	defer hc.Close()
 	hz.Start()
 	store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
@@ -182,7 +183,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 
 // agentHandlers are the handlers the agent serves with its default
 // addresses, by endpoint name.
-func agentHandlers(t *testing.T, v views, hz *health.Tracker, reg *prometheus.Registry, m *metrics.Metrics) map[string]http.Handler {
+func agentHandlers(t *testing.T, v debugPages, hz *health.Tracker, reg *prometheus.Registry, m *metrics.Metrics) map[string]http.Handler {
 	t.Helper()
 	out := map[string]http.Handler{}
 	for _, e := range endpoints(config.Default(), v, hz, reg, m) {

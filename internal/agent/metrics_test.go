@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func scrapeAfterSyncs(t *testing.T) map[string]*dto.MetricFamily {
 	v4 := model.Families{IPv4: true}
 	kernel := fake.New()
 	store := snapshot.NewStore()
-	reg, m, err := newMetrics(v4, store)
+	reg, m, err := newMetrics(v4, store, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func scrapeAfterSyncs(t *testing.T) map[string]*dto.MetricFamily {
 	if err := rec.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := views{rec: rec, node: "node-a"}
-	if err := registerViews(v, reg); err != nil {
+	v := debugPages{rec: rec, node: "node-a"}
+	if err := registerCollectors(v, reg); err != nil {
 		t.Fatal(err)
 	}
 	for name, spec := range map[string]struct {

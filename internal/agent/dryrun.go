@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func dryRunKernel(ctx context.Context, c config.Config, table string, stdin io.R
 			zap.Int("link_addrs", len(st.Addrs)))
 		return k, nil
 	}
-	dp, err := linux.New(dataplaneOptions(c, log))
+	dp, err := linux.New(KernelOptions(c, log))
 	if err == nil {
 		if err = dp.Probe(ctx); err == nil {
 			return dp, nil
