@@ -263,3 +263,47 @@ func TestOneClientCannotStarveAnother(t *testing.T) {
 	}
 	httplimittest.ClientsApart(t, r.at(nodeAddr, 32000), httplimit.MaxConnsPerClient, 200)
 }
+
+// view is a published view as the ports follow it.
+type view struct {
+	checks []translate.HealthCheck
+	addrs  []netip.Addr
+}
+
+func (v view) HealthChecks() []translate.HealthCheck { return v.checks }
+func (v view) NodePortAddrs() []netip.Addr           { return v.addrs }
+
+// After each sync the ports follow the view it published, whether the
+// sync failed or not: its ports with their local endpoint counts, on its
+// NodePort addresses; a port the view no longer lists closes.
+func TestPortsFollowThePublishedView(t *testing.T) {
+	var published view
+	r := newRigWith(t, Options{Published: func() View { return published }})
+	for _, step := range []struct {
+		name    string
+		view    view
+		syncErr error
+		want    map[uint16]int // port: local endpoints; absent: closed
+	}{
+		{"nothing published", view{}, nil, map[uint16]int{}},
+		{"two ports", view{[]translate.HealthCheck{hc(30100, "a", 2), hc(30101, "b", 0)}, []netip.Addr{nodeAddr}}, nil,
+			map[uint16]int{30100: 2, 30101: 0}},
+		{"a failed sync's view", view{[]translate.HealthCheck{hc(30100, "a", 1)}, []netip.Addr{nodeAddr}}, fmt.Errorf("sync failed"),
+			map[uint16]int{30100: 1}},
+	} {
+		published = step.view
+		r.srv.SyncBegan()
+		r.srv.SyncEnded(step.syncErr)
+		r.srv.mu.Lock()
+		open := len(r.srv.ports)
+		r.srv.mu.Unlock()
+		if open != len(step.want) {
+			t.Errorf("%s: %d ports open, want %d", step.name, open, len(step.want))
+		}
+		for port, local := range step.want {
+			if _, b := r.get(t, port); b.LocalEndpoints != local {
+				t.Errorf("%s: port %d reports %d local endpoints, want %d", step.name, port, b.LocalEndpoints, local)
+			}
+		}
+	}
+}
