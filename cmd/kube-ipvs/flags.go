@@ -112,7 +112,7 @@ func clientFlags(fs *pflag.FlagSet, c *config.Config) {
 // as deprecated aliases sharing the same value.
 func ipvsFlags(fs *pflag.FlagSet, c *config.Config) {
 	aliased(fs, (*schedulerValue)(&c.Scheduler), "ipvs-scheduler", "scheduler", "IPVS scheduler ("+model.SchedulerList()+"); per Service: annotation kube-ipvs.io/scheduler")
-	aliased(fs, durationValue{&c.SyncPeriod}, "ipvs-sync-period", "sync-period", "drift check period: the kernel is read whole this often, beside the syncs, and what anyone else changed is repaired")
+	aliased(fs, durationValue{&c.SyncPeriod}, "ipvs-sync-period", "sync-period", "rescan period: the kernel is read whole this often, beside the syncs, and what anyone else changed (drift) is repaired")
 	aliased(fs, durationValue{&c.MinSyncPeriod}, "ipvs-min-sync-period", "min-sync-period", "minimum time between syncs; bursts of changes are coalesced")
 	aliased(fs, durationValue{&c.Timeouts.TCP}, "ipvs-tcp-timeout", "tcp-timeout", "IPVS timeout for idle TCP connections (0: leave as is)")
 	aliased(fs, durationValue{&c.Timeouts.TCPFin}, "ipvs-tcpfin-timeout", "tcpfin-timeout", "IPVS timeout for TCP connections after FIN (0: leave as is)")

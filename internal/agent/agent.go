@@ -1,6 +1,6 @@
 // Package agent assembles the node agent from one configuration and runs
 // it: the source, the reconciler on a dataplane, the runner that drives
-// it, the drift checker, the health tracker and health-check ports, the
+// it, the rescan (the drift checker), the health tracker and health-check ports, the
 // listeners (health, metrics, debug pages) and the metrics registry. It
 // also makes the decisions that need the running node: its name, its host
 // addresses, waiting for its pod CIDRs. cmd/kube-ipvs parses flags and
@@ -90,7 +90,7 @@ func KernelOptions(c config.Config, log *zap.Logger) linux.Options {
 }
 
 // run serves the listeners, waits for the source's initial state (and in
-// NodeCIDR mode the Node's pod CIDRs), then runs the drift checker and
+// NodeCIDR mode the Node's pod CIDRs), then runs the rescan and
 // the sync loop until ctx ends or a listener fails hard.
 func (a *agent) run(ctx context.Context) error {
 	parent := ctx
@@ -102,7 +102,7 @@ func (a *agent) run(ctx context.Context) error {
 	if err := a.ready(ctx); err != nil {
 		return err
 	}
-	go a.driftChecker().Run(ctx)
+	go a.rescan().Run(ctx)
 	err := a.syncLoop(ctx).Run(ctx)
 	if parent.Err() == nil && ctx.Err() != nil {
 		return context.Cause(ctx) // a listener failed hard

@@ -37,7 +37,7 @@ type agent struct {
 	m     *metrics.Metrics
 	rec   *reconciler.Reconciler
 	pages debugPages
-	// reader is the kernel reader of the drift checker and the debug
+	// reader is the kernel reader of the rescan and the debug
 	// pages; nil for a run that ends by itself (--once, --dry-run).
 	reader dataplane.Reader
 	hz     *health.Tracker
@@ -123,9 +123,9 @@ func (a *agent) reconcilerOptions(dp dataplane.Dataplane, out io.Writer) reconci
 	return opt
 }
 
-// openReader gives the drift checker and the debug pages' diff their own
+// openReader gives the rescan and the debug pages' diff their own
 // kernel reader: its own sockets, apart from the sync's dataplane, whose
-// calls are serialized, so that neither a drift read nor a diff ever
+// calls are serialized, so that neither a rescan nor a diff ever
 // queues a sync behind it (nor the other way round). It only reads. A run
 // that ends by itself needs none.
 func (a *agent) openReader() error {
@@ -167,15 +167,15 @@ func (a *agent) ready(ctx context.Context) error {
 	return waitPodCIDRs(ctx, a.src.store, a.node, podCIDRsTimeout, a.log)
 }
 
-// driftChecker reads the whole kernel once per --ipvs-sync-period beside
+// rescan reads the whole kernel once per --ipvs-sync-period beside
 // the syncs, on the kernel reader's sockets: the period within which drift
 // made by anyone else is found (kube-proxy's meaning of the flag: how
 // often the rules are refreshed).
-func (a *agent) driftChecker() *reconciler.DriftChecker {
+func (a *agent) rescan() *reconciler.DriftChecker {
 	return &reconciler.DriftChecker{Rec: a.rec, Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("drift")}
 }
 
-// syncLoop runs a sync on every change and every repair the drift checker
+// syncLoop runs a sync on every change and every repair the rescan
 // asks for (coalesced: at most once per --ipvs-min-sync-period) and
 // retries a failed sync with backoff. The sync loop reads the kernel whole
 // only at the first sync and after a failed one. The health tracker and

@@ -25,16 +25,16 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
-// viewsRig is the agent's views over a fake kernel, with the sync the
-// runner would call.
-type viewsRig struct {
+// pagesRig is the agent's debug pages and health tracker over a fake
+// kernel, with the sync the runner would call.
+type pagesRig struct {
 	v     debugPages
 	hz    *health.Tracker
 	store *snapshot.Store
 	sync  func()
 }
 
-func newViewsRig(t *testing.T) viewsRig {
+func newPagesRig(t *testing.T) pagesRig {
 	t.Helper()
 	store := snapshot.NewStore()
 	rec := reconciler.New(reconciler.Options{
@@ -51,7 +51,7 @@ func newViewsRig(t *testing.T) viewsRig {
 	sync := syncer{rec: rec, listeners: []Listener{hz, hc}}.sync
 	t.Cleanup(hc.Close)
 	hz.Start()
-	return viewsRig{v: v, hz: hz, store: store, sync: func() {
+	return pagesRig{v: v, hz: hz, store: store, sync: func() {
 		if _, err := sync(context.Background(), false); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func newViewsRig(t *testing.T) viewsRig {
 // The three listeners get kube-proxy's addresses by default, each can be
 // turned off, and only kube-proxy's two fail hard when asked to.
 func TestEndpointsFollowTheConfig(t *testing.T) {
-	r := newViewsRig(t)
+	r := newPagesRig(t)
 	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestEndpointsFollowTheConfig(t *testing.T) {
 // are not on the health address, health not on the metrics address, and
 // the debug address has neither.
 func TestEachListenerServesItsOwnPaths(t *testing.T) {
-	r := newViewsRig(t)
+	r := newPagesRig(t)
 	reg, m, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestEachListenerServesItsOwnPaths(t *testing.T) {
 // autoscaler taints it; /livez answers 200 throughout. From a manifest
 // folder without a Node, the node is eligible.
 func TestHealthzFollowsTheNode(t *testing.T) {
-	r := newViewsRig(t)
+	r := newPagesRig(t)
 	cluster := health.Handler(r.hz, health.HandlerOptions{NodeEligible: r.v.nodeEligible(true)})
 	folder := health.Handler(r.hz, health.HandlerOptions{NodeEligible: r.v.nodeEligible(false)})
 	check := func(when string, h http.Handler, wantCode string, wantEligible bool) {
@@ -181,7 +181,7 @@ func TestBindAddressHardFail(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	r := newViewsRig(t)
+	r := newPagesRig(t)
 	reg, _, err := newMetrics(model.Families{IPv4: true}, r.store, "dev")
 	if err != nil {
 		t.Fatal(err)

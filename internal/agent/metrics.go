@@ -75,7 +75,7 @@ func countAnswer(m *metrics.Metrics) func(path string, code int) {
 // notifications, each noted when it arrived (kube-proxy's
 // last_queued_timestamp, which against the last sync's timestamp tells a
 // stuck agent from an idle one, and the health tracker's queued change),
-// and the drift checker's repair cue.
+// and the rescan's repair cue.
 func (a *agent) triggers(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	poke := func() {

@@ -83,17 +83,17 @@ func webSlice(addrs ...string) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// TestViewsAnswerWhileASyncIsStuck runs the agent's sync (the runner's
-// function, with its health-check wrapper) into a kernel call that does not
-// return, and asks every view meanwhile: /healthz, /debug/status,
-// /debug/diff, /metrics and the health-check ports' verdict answer at once,
-// from the sync before. Then the sync is let go and the views follow it.
-func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
+// TestPagesAnswerWhileASyncIsStuck runs the agent's sync (the runner's
+// function, with its listeners) into a kernel call that does not return,
+// and asks every page meanwhile: /healthz, /debug/status, /debug/diff,
+// /metrics and the health-check ports' verdict answer at once, from the
+// view of the sync before. Then the sync is let go and the pages follow it.
+func TestPagesAnswerWhileASyncIsStuck(t *testing.T) {
 	kernel := &stuckKernel{Fake: fake.New(), entered: make(chan struct{}), release: make(chan struct{})}
 	store := snapshot.NewStore()
 	rec := reconciler.New(reconciler.Options{
-		// Views reads the same kernel through its own handle, as the agent's
-		// second dataplane does.
+		// The kernel reader reads the same kernel through its own handle,
+		// as the agent's does.
 		Dataplane: kernel, Views: kernel.Fake, Store: store,
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
 		Shim:      shim.Config{Families: model.Families{IPv4: true}},
@@ -151,7 +151,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	case got = <-answered:
 	case <-time.After(10 * time.Second):
 		// Only reached when a view waits for the sync: a failure.
-		t.Fatal("the views did not answer while a sync was stuck in the kernel")
+		t.Fatal("the debug pages did not answer while a sync was stuck in the kernel")
 	}
 	for path, want := range map[string][]string{
 		health.PathHealthz: {"200 OK", `"nodeEligible":true,"healthy":true`},
@@ -177,7 +177,7 @@ func TestViewsAnswerWhileASyncIsStuck(t *testing.T) {
 	rep := v.Status()
 	web, _ := rec.View().Server(model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80))
 	if len(rep.VirtualServers) != 1 || len(rep.VirtualServers[0].Reals) != 2 || web.Observed.Reals.Len() != 2 || v.table().RealServers != 2 {
-		t.Fatalf("after the sync the views did not follow: %+v", rep)
+		t.Fatalf("after the sync the debug pages did not follow: %+v", rep)
 	}
 }
 

@@ -102,7 +102,7 @@ const (
 	DetectInterfaceNamePrefix DetectLocalMode = "InterfaceNamePrefix"
 )
 
-// DefaultDebugAddress is loopback only: the debug views are for the node's
+// DefaultDebugAddress is loopback only: the debug pages are for the node's
 // own operator, not the network.
 const DefaultDebugAddress = "127.0.0.1:10247"
 
