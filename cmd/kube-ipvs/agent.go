@@ -14,14 +14,12 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/agent"
 )
 
+// runAgent parses the agent's command line and runs the agent on it
+// (agent.Run), or writes the configuration it means (--write-config-to).
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, code := parseAgent(args, stdout, stderr)
 	if code >= 0 {
 		return code
-	}
-	if o.dryRunTable != "" && !o.DryRun {
-		fmt.Fprintln(stderr, "kube-ipvs agent: --dry-run-table is the table a --dry-run plans against: give --dry-run too")
-		return 2
 	}
 	log, err := newLogger(o.Config)
 	if err != nil {
@@ -32,27 +30,23 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	routeKlog(log, o.LogLevel)
 	o.warn(log)
 	if o.writeConfigTo != "" {
-		if err := o.writeConfig(); err != nil {
-			log.Error("write configuration", zap.Error(err))
-			return 1
-		}
-		log.Info("wrote configuration", zap.String("file", o.writeConfigTo))
-		return 0
+		return o.writeConfigAndExit(log)
 	}
-	if o.cpuProfile != "" {
-		stop, err := startCPUProfile(o.cpuProfile)
-		if err != nil {
-			log.Error("start the CPU profile", zap.Error(err))
-			return 1
-		}
-		defer stop()
+	stopProfiles, err := startProfiles(o.files, log)
+	if err != nil {
+		log.Error("start the CPU profile", zap.Error(err))
+		return 1
 	}
-	if o.heapProfile != "" {
-		defer writeHeapProfile(o.heapProfile, log)
-	}
+	defer stopProfiles()
 	ctx, stop := followConfig(ctx, args, o, log)
 	defer stop()
 	err = agent.Run(ctx, agent.Options{Config: o.Config, DryRunTable: o.dryRunTable, Stdin: os.Stdin, Stdout: stdout, Log: log, Version: version})
+	return agentExit(ctx, o, err, log)
+}
+
+// agentExit is the exit code of an agent run that ended with err, and
+// logs why it ended.
+func agentExit(ctx context.Context, o agentOptions, err error, log *zap.Logger) int {
 	if errors.Is(context.Cause(ctx), errConfigChanged) {
 		log.Error("the config file changed: exiting so that the pod restarts with it, as kube-proxy does", zap.String("config", o.files.config))
 		return 1

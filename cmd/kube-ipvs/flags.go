@@ -39,7 +39,7 @@ type files struct {
 func agentFlags(fs *pflag.FlagSet, c *config.Config, f *files) {
 	fs.StringVar(&f.config, "config", "", "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1), as kubeadm writes it; flags given explicitly override it")
 	fs.StringVar(&f.writeConfigTo, "write-config-to", "", "write the effective configuration as a KubeProxyConfiguration to this file and exit")
-	// Hidden: a measuring aid (issue 12's cold-start profile), not a setting.
+	// Hidden: a measuring aid (the cold-start profile), not a setting.
 	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to this file")
 	_ = fs.MarkHidden("cpu-profile")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write a Go heap profile to this file when the run ends")

@@ -30,7 +30,7 @@ import (
 )
 
 // BenchmarkMemory measures what the agent keeps in memory for N Services
-// × 10 endpoints (issue 12, item 4): the informers' caches and the store
+// × 10 endpoints: the informers' caches and the store
 // (objects as an API server serves them: managedFields, labels, the
 // endpoint controller's annotation, pod references), the desired state,
 // the observed cache and the published view, after a full sync on the

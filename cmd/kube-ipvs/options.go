@@ -69,6 +69,10 @@ func parseAgent(args []string, stdout, stderr io.Writer) (agentOptions, int) {
 		fmt.Fprintln(stderr, invalid("agent", err))
 		return o, 2
 	}
+	if o.dryRunTable != "" && !o.DryRun {
+		fmt.Fprintln(stderr, "kube-ipvs agent: --dry-run-table is the table a --dry-run plans against: give --dry-run too")
+		return o, 2
+	}
 	return o, -1
 }
 
@@ -141,6 +145,17 @@ func (o agentOptions) nodeIPHint() string {
 		}
 	}
 	return ""
+}
+
+// writeConfigAndExit writes the effective configuration and returns the
+// exit code.
+func (o agentOptions) writeConfigAndExit(log *zap.Logger) int {
+	if err := o.writeConfig(); err != nil {
+		log.Error("write configuration", zap.Error(err))
+		return 1
+	}
+	log.Info("wrote configuration", zap.String("file", o.writeConfigTo))
+	return 0
 }
 
 // writeConfig writes the effective configuration, as kube-proxy's

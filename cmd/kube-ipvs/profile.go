@@ -9,9 +9,26 @@ import (
 	"go.uber.org/zap"
 )
 
+// startProfiles starts the profiles the hidden flags ask for; the func
+// returned stops the CPU profile and writes the heap profile.
+func startProfiles(f files, log *zap.Logger) (stop func(), err error) {
+	stopCPU := func() {}
+	if f.cpuProfile != "" {
+		if stopCPU, err = startCPUProfile(f.cpuProfile); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		if f.heapProfile != "" {
+			writeHeapProfile(f.heapProfile, log)
+		}
+		stopCPU()
+	}, nil
+}
+
 // startCPUProfile writes a CPU profile of the run to path until the
-// returned func is called (issue 12: where a cold start's time goes is
-// measured in the VM, on the real kernel, not guessed).
+// returned func is called: where a cold start's time goes is measured in
+// the VM, on the real kernel, not guessed.
 func startCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -28,8 +45,7 @@ func startCPUProfile(path string) (func(), error) {
 }
 
 // writeHeapProfile writes the heap profile to path as the run ends: what
-// is live (after a collection) and what the whole run allocated, where
-// (issue 12: the resident set at 10,000 Services is measured in the VM).
+// is live (after a collection) and what the whole run allocated, where.
 func writeHeapProfile(path string, log *zap.Logger) {
 	runtime.GC()
 	f, err := os.Create(path)

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,5 +33,34 @@ func TestWaitPodCIDRs(t *testing.T) {
 	store.SetNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24"}}})
 	if err := <-done; err != nil {
 		t.Errorf("pod CIDRs given: %v", err)
+	}
+}
+
+// The node's name is --hostname-override, else $NODE_NAME, else the
+// hostname, lower-cased and trimmed, as kube-proxy resolves it.
+func TestNodeName(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ override, env, want string }{
+		{" Node-A ", "node-b", "node-a"},
+		{"", "Node-B", "node-b"},
+		{"  ", "", strings.ToLower(host)},
+	} {
+		t.Setenv("NODE_NAME", tc.env)
+		if got := NodeName(tc.override); got != tc.want {
+			t.Errorf("override %q, NODE_NAME %q: %q, want %q", tc.override, tc.env, got, tc.want)
+		}
+	}
+}
+
+// NodePorts never listen on loopback nor on IPv6 link-local addresses, as
+// in kube-proxy's IPVS mode.
+func TestNodePortCandidate(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"192.0.2.10": true, "2001:db8::10": true,
+		"127.0.0.1": false, "::1": false, "fe80::1": false,
+	} {
+		if got := nodePortCandidate(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("%s: %v, want %v", addr, got, want)
+		}
 	}
 }
