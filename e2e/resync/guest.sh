@@ -88,7 +88,7 @@ for tool in $TOOLS; do
   echo "resync-vm: $tool idle $idle CPU-s over $IDLE s ($fulls full syncs)"
   # The last whole read by part (IPVS, addresses, sets) and the drift
   # check's read with its rules check, from the debug log.
-  grep 'DEBUG.*views.*observed' $log | tail -1
+  grep 'DEBUG.*reader.*observed' $log | tail -1
   grep 'drift check read the kernel' $log | tail -1
 
   : >/tmp/lat
