@@ -300,8 +300,8 @@ type Pass func() []Op
 
 // Staged is Plan cut into passes, in apply order, each made only when it
 // is called: applied one after another, a cold start holds one pass's
-// operations at a time rather than all of them (250,000 at 10,000
-// Services, 44 MB of the start's peak heap; issue 12). Laid end to end the
+// operations at a time rather than all of them (a whole table's plan is
+// the largest part of the start's peak heap). Laid end to end the
 // passes are exactly Plan's operations in Plan's order. desired and
 // observed must not change until the last pass is made: a caller that
 // applies the passes to the state it planned from passes a copy.

@@ -21,10 +21,9 @@ func Diff(desired, observed model.State, owner Owner) []Op {
 // diff is Diff once the refused frontends are out of desired. It walks
 // the states twice, counting and then filling, so the operations are held
 // once, in a slice of their size: growing it by appends would hold up to
-// twice as many at a cold start's peak (issue 12). The table and the sets
-// are walked side by side when they are large (a cold start's 110,000
-// servers and 130,000 members took 7 CPU-s in the VM, one after the
-// other), each filling its own part of the slice.
+// twice as many at a cold start's peak. The table and the sets are walked
+// side by side when they are large (a cold start's are each a table's
+// worth of work), each filling its own part of the slice.
 func diff(desired, observed model.State, owner Owner) []Op {
 	parts := [...]func(emit func(Op)){
 		func(emit func(Op)) { diffTable(desired, observed, owner, emit) },
@@ -126,18 +125,18 @@ func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
 // rank (entryRank) and member. No two operations of a plan compare equal
 // (one per kind and subject), so an unstable sort gives the one order.
 //
-// A cold start sorts 250,000 operations at 10,000 Services, before the
-// first reaches the kernel (issue 12): the operations are first counted
-// into buckets of one stage and rank (every operation of a bucket is of one
-// Kind), and each bucket is sorted by what names that Kind's subject alone.
-// Each operation's stage and rank are worked out once, not at every
-// comparison (they parse set names), and operations are moved once, not
-// at every swap, and in place.
+// A cold start sorts an operation per virtual server, real server, VIP
+// and set member before the first reaches the kernel: the operations are
+// first counted into buckets of one stage and rank (every operation of a
+// bucket is of one Kind), and each bucket is sorted by what names that
+// Kind's subject alone. Each operation's stage and rank are worked out
+// once, not at every comparison (they parse set names), and operations
+// are moved once, not at every swap, and in place.
 //
 // Buckets are disjoint, so a large plan's are sorted in parallel (on the
 // CPUs but one, workers.Each): a cold start's real servers and set members
-// are two buckets of 100,000 and more, and sorting them one after the
-// other was 4 CPU-s of the first sync in the VM.
+// are its two largest buckets, and sorting them side by side shortens the
+// first sync.
 func Sort(ops []Op) {
 	order := bucketed(ops)
 	sortPart := func(i int) {
@@ -224,8 +223,8 @@ func compareFor(ops []Op, k Kind) func(x, y int32) int {
 // permute moves ops[from(j)] to ops[j] for every j, in place: each cycle of
 // the permutation is followed once, holding one operation aside, and done
 // marks a place filled (from must return a negative number for it after).
-// A sorted copy would double what a cold start's plan holds at its peak:
-// 250,000 operations are 60 MB at 10,000 Services (issue 12).
+// A sorted copy would double what a cold start's plan holds at its peak,
+// and that plan is the largest value a start holds.
 func permute(ops []Op, from func(int) int, done func(int)) {
 	for start := range ops {
 		if from(start) < 0 {
