@@ -108,3 +108,43 @@ func TestSection(t *testing.T) {
 		}
 	}
 }
+
+// Every goal of the table names a measure and rule the report can judge.
+func TestGoalsTableIsJudged(t *testing.T) {
+	for _, g := range Goals10k {
+		if _, ok := judgeOf(g); !ok {
+			t.Errorf("goal %q: no rule %d for measure %q", g.What, g.Rule, g.Measure)
+		}
+	}
+}
+
+// A goal's verdict follows its row: the same run meets a factor of 5 and
+// misses a factor of 6, meets a ceiling and misses a lower one.
+func TestGoalVerdictFollowsItsRow(t *testing.T) {
+	r := run(1000)
+	r.Tools[2].Timeouts = 0
+	kp, _ := r.Find(result.KubeProxyIPVS)
+	ki, _ := r.Find(result.KubeIPVS)
+	for _, tt := range []struct {
+		g    Goal
+		want bool
+	}{
+		{Goal{Measure: "cold", Rule: RatioAtLeast, Value: 5}, true},
+		{Goal{Measure: "cold", Rule: RatioAtLeast, Value: 6}, false},
+		{Goal{Measure: "max", Rule: AtMost, Value: 0.2}, true},
+		{Goal{Measure: "max", Rule: AtMost, Value: 0.1}, false},
+		{Goal{Measure: "rss", Rule: NoHigher}, true},
+		{Goal{Measure: "idle", Rule: Lower}, true},
+	} {
+		check, ok := judgeOf(tt.g)
+		if !ok {
+			t.Fatalf("%+v: no judge", tt.g)
+		}
+		if _, met := check(kp, ki, r); met != tt.want {
+			t.Errorf("%+v: met %v, want %v", tt.g, met, tt.want)
+		}
+	}
+	if _, ok := judgeOf(Goal{Measure: "max", Rule: Lower}); ok {
+		t.Error("a rule the measure has no judge for was accepted")
+	}
+}
