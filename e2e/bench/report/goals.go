@@ -8,104 +8,19 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
 )
 
-// Goal is one target kube-ipvs is held to beside one kube-proxy mode:
-// plain data, judged by Goals on the run at GoalN.
-type Goal struct {
-	What    string  // the goal as the report prints it
-	Against string  // result.KubeProxyIPVS or result.KubeProxyNFT
-	Measure string  // a key of goalMeasures
-	Rule    Rule    // how kube-ipvs's value must compare
-	Value   float64 // the factor of RatioAtLeast, the ceiling of AtMost
-}
-
-// Rule is how a goal compares kube-ipvs's value with kube-proxy's.
-type Rule int
-
-const (
-	RatioAtLeast Rule = iota // kube-proxy's value ÷ kube-ipvs's ≥ Value
-	Lower                    // kube-ipvs's value < kube-proxy's
-	NoHigher                 // kube-ipvs's value ≤ kube-proxy's
-	AtMost                   // kube-ipvs's value ≤ Value, and every change seen
-)
-
-// GoalN is the N the goals are set at; at a smaller N the verdicts only
-// show the direction.
+// GoalN is where issue 12 sets its goals.
 const GoalN = 10000
 
-// Goals10k are the goals the report judges.
-var Goals10k = []Goal{
-	{"vs kube-proxy IPVS: cold start ≥ 5× faster", result.KubeProxyIPVS, "cold", RatioAtLeast, 5},
-	{"vs kube-proxy IPVS: change p99 ≥ 20× lower", result.KubeProxyIPVS, "p99", RatioAtLeast, 20},
-	{"vs kube-proxy IPVS: change max ≤ 1 s (and none never seen)", result.KubeProxyIPVS, "max", AtMost, 1},
-	{"vs kube-proxy IPVS: idle CPU ≥ 10× lower", result.KubeProxyIPVS, "idle", RatioAtLeast, 10},
-	{"vs kube-proxy IPVS: CPU per change ≥ 20× lower", result.KubeProxyIPVS, "cpu-per-change", RatioAtLeast, 20},
-	{"vs kube-proxy IPVS: peak RSS no higher", result.KubeProxyIPVS, "rss", NoHigher, 0},
-	{"vs kube-proxy nftables: faster cold start", result.KubeProxyNFT, "cold", Lower, 0},
-	{"vs kube-proxy nftables: lower change latency p50", result.KubeProxyNFT, "p50", Lower, 0},
-	{"vs kube-proxy nftables: lower change latency p99", result.KubeProxyNFT, "p99", Lower, 0},
-	{"vs kube-proxy nftables: CPU per change no higher", result.KubeProxyNFT, "cpu-per-change", NoHigher, 0},
-	{"vs kube-proxy nftables: cold-start CPU no higher", result.KubeProxyNFT, "cold-cpu", NoHigher, 0},
-	{"vs kube-proxy nftables: idle CPU no higher", result.KubeProxyNFT, "idle", NoHigher, 0},
-	{"vs kube-proxy nftables: peak RSS no higher", result.KubeProxyNFT, "rss", NoHigher, 0},
+// goal is one of issue 12's goals, judged on one run.
+type goal struct {
+	what string
+	// check returns the measured comparison and whether it meets the goal.
+	check func(ipvs, nft, ki result.Tool, r result.Run) (string, bool)
 }
 
-// judge is a goal's check: the measured comparison and whether it meets
-// the goal.
-type judge func(kp, ki result.Tool, r result.Run) (string, bool)
-
-// goalMeasure is what a goal's Measure names: its unit and its value.
-type goalMeasure struct {
-	unit string
-	of   func(r result.Run, t result.Tool) float64
-}
-
-var goalMeasures = map[string]goalMeasure{
-	"cold":           {"s", cold},
-	"cold-cpu":       {"CPU-s", coldCPU},
-	"p50":            {"s", p50},
-	"idle":           {"CPU-s", idle},
-	"cpu-per-change": {"CPU-s", cpuPerChange},
-	"rss":            {"MB", rss},
-}
-
-var (
-	cold    = func(r result.Run, t result.Tool) float64 { return t.ColdSeconds }
-	coldCPU = func(r result.Run, t result.Tool) float64 { return t.ColdCPU }
-	p50     = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }
-	p99     = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }
-	idle    = func(r result.Run, t result.Tool) float64 { return t.IdleCPU }
-	rss     = func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }
-)
-
-// judgeOf makes g's check; false when g's measure and rule do not go
-// together.
-func judgeOf(g Goal) (judge, bool) {
-	switch {
-	case g.Measure == "p99" && g.Rule == RatioAtLeast:
-		return p99Goal(true, func(kp, ki float64) bool { return kp/ki >= g.Value }), true
-	case g.Measure == "p99" && g.Rule == Lower:
-		return p99Goal(false, func(kp, ki float64) bool { return ki < kp }), true
-	case g.Measure == "max" && g.Rule == AtMost:
-		return changeMax(g.Value), true
-	}
-	m, ok := goalMeasures[g.Measure]
-	if !ok {
-		return nil, false
-	}
-	switch g.Rule {
-	case RatioAtLeast:
-		return factor(m.unit, g.Value, m.of), true
-	case Lower:
-		return compare(m.unit, m.of, func(kp, ki float64) bool { return ki < kp }), true
-	case NoHigher:
-		return compare(m.unit, m.of, func(kp, ki float64) bool { return ki <= kp }), true
-	}
-	return nil, false
-}
-
-func factor(what string, min float64, f func(r result.Run, t result.Tool) float64) judge {
-	return func(kp, ki result.Tool, r result.Run) (string, bool) {
-		a, b := f(r, kp), f(r, ki)
+func factor(what string, min float64, f func(r result.Run, t result.Tool) float64) func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+	return func(ipvs, _, ki result.Tool, r result.Run) (string, bool) {
+		a, b := f(r, ipvs), f(r, ki)
 		if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
 			return "not measured", false
 		}
@@ -114,23 +29,23 @@ func factor(what string, min float64, f func(r result.Run, t result.Tool) float6
 	}
 }
 
-// compare reports both values and whether meets(kube-proxy's, kube-ipvs's).
-func compare(what string, f func(r result.Run, t result.Tool) float64, meets func(kp, ki float64) bool) judge {
-	return func(kp, ki result.Tool, r result.Run) (string, bool) {
-		a, b := f(r, kp), f(r, ki)
+func noHigher(what string, f func(r result.Run, t result.Tool) float64, pick func(ipvs, nft result.Tool) result.Tool) func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+	return func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+		a, b := f(r, pick(ipvs, nft)), f(r, ki)
 		if math.IsNaN(a) || math.IsNaN(b) {
 			return "not measured", false
 		}
-		return fmt.Sprintf("kube-ipvs %s %s, kube-proxy %s %s", num(b), what, num(a), what), meets(a, b)
+		return fmt.Sprintf("kube-ipvs %s %s, kube-proxy %s %s", num(b), what, num(a), what), b <= a
 	}
 }
 
-// changeMax: kube-ipvs's slowest change within ceiling seconds, and none
-// never seen.
-func changeMax(ceiling float64) judge {
-	return func(_, ki result.Tool, _ result.Run) (string, bool) {
-		m := result.Max(ki.Latencies)
-		return fmt.Sprintf("kube-ipvs max %s s, %d never seen", num(m), ki.Timeouts), m <= ceiling && ki.Timeouts == 0
+func lower(what string, f func(r result.Run, t result.Tool) float64) func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+	return func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+		a, b := f(r, nft), f(r, ki)
+		if math.IsNaN(a) || math.IsNaN(b) {
+			return "not measured", false
+		}
+		return fmt.Sprintf("kube-ipvs %s %s, kube-proxy %s %s", num(b), what, num(a), what), b < a
 	}
 }
 
@@ -139,8 +54,9 @@ func changeMax(ceiling float64) judge {
 // changes were not seen within the timeout), which is enough to meet a
 // goal that asks kube-ipvs to be lower; kube-ipvs's own must be a value.
 // meets gets both p99s and tells whether the goal is met.
-func p99Goal(ratio bool, meets func(kp, ki float64) bool) judge {
-	return func(kp, ki result.Tool, r result.Run) (string, bool) {
+func p99Goal(pick func(ipvs, nft result.Tool) result.Tool, ratio bool, meets func(kp, ki float64) bool) func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+	return func(ipvs, nft, ki result.Tool, r result.Run) (string, bool) {
+		kp := pick(ipvs, nft)
 		a, aBound := result.CensoredPercentile(kp.Latencies, kp.Timeouts, r.ChangeTimeout, 99)
 		b, bBound := result.CensoredPercentile(ki.Latencies, ki.Timeouts, r.ChangeTimeout, 99)
 		if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
@@ -165,15 +81,45 @@ func p99Goal(ratio bool, meets func(kp, ki float64) bool) judge {
 	}
 }
 
-// Goals judges Goals10k on the largest N of runs. At an N other than
-// GoalN the verdicts only show the direction.
+var (
+	cold    = func(r result.Run, t result.Tool) float64 { return t.ColdSeconds }
+	coldCPU = func(r result.Run, t result.Tool) float64 { return t.ColdCPU }
+	p50     = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }
+	p99     = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }
+	idle    = func(r result.Run, t result.Tool) float64 { return t.IdleCPU }
+	rss     = func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }
+	useIPVS = func(ipvs, _ result.Tool) result.Tool { return ipvs }
+	useNFT  = func(_, nft result.Tool) result.Tool { return nft }
+)
+
+var goals = []goal{
+	{"vs kube-proxy IPVS: cold start ≥ 5× faster", factor("s", 5, cold)},
+	{"vs kube-proxy IPVS: change p99 ≥ 20× lower", p99Goal(useIPVS, true, func(kp, ki float64) bool { return kp/ki >= 20 })},
+	{"vs kube-proxy IPVS: change max ≤ 1 s (and none never seen)", func(_, _, ki result.Tool, _ result.Run) (string, bool) {
+		m := result.Max(ki.Latencies)
+		return fmt.Sprintf("kube-ipvs max %s s, %d never seen", num(m), ki.Timeouts), m <= 1 && ki.Timeouts == 0
+	}},
+	{"vs kube-proxy IPVS: idle CPU ≥ 10× lower", factor("CPU-s", 10, idle)},
+	{"vs kube-proxy IPVS: CPU per change ≥ 20× lower", factor("CPU-s", 20, cpuPerChange)},
+	{"vs kube-proxy IPVS: peak RSS no higher", noHigher("MB", rss, useIPVS)},
+	{"vs kube-proxy nftables: faster cold start", lower("s", cold)},
+	{"vs kube-proxy nftables: lower change latency p50", lower("s", p50)},
+	{"vs kube-proxy nftables: lower change latency p99", p99Goal(useNFT, false, func(kp, ki float64) bool { return ki < kp })},
+	{"vs kube-proxy nftables: CPU per change no higher", noHigher("CPU-s", cpuPerChange, useNFT)},
+	{"vs kube-proxy nftables: cold-start CPU no higher", noHigher("CPU-s", coldCPU, useNFT)},
+	{"vs kube-proxy nftables: idle CPU no higher", noHigher("CPU-s", idle, useNFT)},
+	{"vs kube-proxy nftables: peak RSS no higher", noHigher("MB", rss, useNFT)},
+}
+
+// Goals judges issue 12's goals on the largest N of runs. They are set at
+// N = 10k: at a smaller N the verdicts only show the direction.
 func Goals(runs []result.Run) string {
 	if len(runs) == 0 {
 		return ""
 	}
 	r := sorted(runs)[len(runs)-1]
-	_, ok1 := r.Find(result.KubeProxyIPVS)
-	_, ok2 := r.Find(result.KubeProxyNFT)
+	ipvs, ok1 := r.Find(result.KubeProxyIPVS)
+	nft, ok2 := r.Find(result.KubeProxyNFT)
 	ki, ok3 := r.Find(result.KubeIPVS)
 	var b strings.Builder
 	if r.N != GoalN {
@@ -184,19 +130,13 @@ func Goals(runs []result.Run) string {
 		return b.String()
 	}
 	b.WriteString("| goal | measured | verdict |\n|---|---|---|\n")
-	for _, g := range Goals10k {
-		kp, _ := r.Find(g.Against)
-		check, ok := judgeOf(g)
-		if !ok {
-			fmt.Fprintf(&b, "| %s | no rule %d for measure %q | missed |\n", g.What, g.Rule, g.Measure)
-			continue
-		}
-		got, met := check(kp, ki, r)
+	for _, g := range goals {
+		got, met := g.check(ipvs, nft, ki, r)
 		v := "missed"
 		if met {
 			v = "met"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", g.What, got, v)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", g.what, got, v)
 	}
 	return b.String()
 }

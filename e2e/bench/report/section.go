@@ -64,7 +64,7 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 			}
 		}
 	}
-	b.WriteString("\n### Goals\n\n")
+	b.WriteString("\n### Goals of issue 12\n\n")
 	b.WriteString(Goals(runs))
 	if png != "" {
 		fmt.Fprintf(&b, "\n![change latency, cold start, idle CPU and peak RSS against N](%s)\n", png)
