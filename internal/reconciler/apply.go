@@ -407,6 +407,6 @@ func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 }
 
 // applyOp sends one operation to the dataplane.
-func applyOp(ctx context.Context, dp dataplane.Dataplane, op model.Op) error {
-	return dataplane.ApplyOne(ctx, dp, op)
+func applyOp(ctx context.Context, dp dataplane.Batch, op model.Op) error {
+	return dp.Apply(ctx, []model.Op{op})[0]
 }
