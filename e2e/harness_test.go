@@ -252,8 +252,8 @@ func isFullSync(e logEntry) bool { return e.msg() == "synced" && e.bool("full") 
 func isSync(e logEntry) bool     { return e.msg() == "synced" }
 
 // isCheck: a sync that compared the whole kernel with the agent's cache,
-// the start's full sync or one folding a periodic drift check's read
-// (there are no periodic full syncs: issue 12).
+// the start's full sync or one folding a rescan's read (the sync loop
+// reads the kernel whole only at start and after a failure).
 func isCheck(e logEntry) bool { return isSync(e) && (e.bool("full") || e.bool("checked")) }
 
 // entries parses the log written so far. Lines that are not JSON (a panic,

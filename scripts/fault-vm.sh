@@ -17,8 +17,8 @@
 # restarted agent first changes the table; the first within a sixth of it,
 # while virtual servers are still being created),
 # FAULT_LOCK_HOLD (40 s), FAULT_SEED (random; printed, to replay a run).
-# KUBE_IPVS_VM_TIMEOUT bounds the VM (1800 s: with the defaults a run took
-# about 10 minutes on a shared 2-core machine under heavy load).
+# KUBE_IPVS_VM_TIMEOUT bounds the VM (1800 s: a run with the defaults takes
+# minutes under emulation, more on a loaded machine).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -3,7 +3,7 @@
 # for one or more agent builds one after the other on the same boot, from a
 # manifest folder of N Services x 10 endpoints: cold start, idle CPU, the
 # latency of changes, how long someone else's changes take to be repaired,
-# peak RSS (issue 12, items 3 and 4). The guest side is e2e/resync/guest.sh.
+# peak RSS. The guest side is e2e/resync/guest.sh.
 #
 #   scripts/resync-vm.sh                 # this tree's agent only
 #   scripts/resync-vm.sh REV...          # and the agent at each git revision, first
@@ -11,7 +11,7 @@
 # Settings (environment): RESYNC_SERVICES (10000), RESYNC_IDLE (60 s),
 # RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (900 s: at 10k a read takes seconds, and the
 # checker waits 100 reads' time after one), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
-# at 10,000 Services it takes 15-30 minutes under emulation.
+# at 10,000 Services it takes tens of minutes under emulation.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -220,7 +220,7 @@ left=$(iptables-save | grep -E 'KUBE-' ; ip6tables-save | grep -E 'KUBE-'; ipset
 [ -z "$left" ] && ok "cleanup --kube-proxy: no KUBE-* chain, rule or set left" || bad "left after cleanup: $left"
 [ -z "$(ipvsadm -Sn)" ] && ok "cleanup: IPVS table empty" || bad "IPVS left: $(ipvsadm -Sn)"
 
-# A second agent with kube-proxy's other settings (issue 10): NodePorts on
+# A second agent with kube-proxy's other settings: NodePorts on
 # every node address (nodePortAddresses unset), pod traffic told by its
 # interfaces' name prefix, masquerade bit 3. A sync period of an hour: only
 # the address notifications can bring a new address's NodePorts in time.

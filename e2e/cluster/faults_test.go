@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// The API-server part of the fault suite (issue 9): the agent must never
+// The API-server part of the fault suite: the agent must never
 // prune from a partial view. Stable Services exist before the agent starts
 // and never change; other Services churn all along while the API server is
 // restarted twice; while it is down the second time etcd's revision is

@@ -19,10 +19,10 @@
 #          The agent must report the held lock (iptables-restore waits a
 #          bounded time for it).
 #
-# Orphans (issue 9 item 5, "a crash between creating a virtual server and
-# marking it leaves it owned by nobody", fixed by the ownership record
-# written before each create) are counted, listed as "fault-vm: ORPHAN" and
-# fail the run.
+# Orphans (a virtual server left owned by nobody by a crash between its
+# create and its ownership record; the record is written before each
+# create, so there must be none) are counted, listed as "fault-vm: ORPHAN"
+# and fail the run.
 set -u
 N=${FAULT_SERVICES:-1000}
 KILLS=${FAULT_KILLS:-5}
@@ -146,7 +146,8 @@ while [ $k -lt "$KILLS" ]; do
   done
   started=$(since "$t0")
   # The first kill lands early, while virtual servers are being created
-  # (the window of issue 9 item 5); the others anywhere.
+  # (the window between a create and its ownership record); the others
+  # anywhere.
   span=$MAXDELAY
   [ $k = 1 ] && span=$((MAXDELAY / 6))
   delay=$((RANDOM * span / 32768))

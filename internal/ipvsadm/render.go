@@ -297,7 +297,6 @@ func destStats(s ipvstable.Stats) ipvstable.Stats {
 }
 
 var (
-	tunNames    = [...]string{"ipip", "gue", "gre"}
 	tunFlagText = [...]string{"-c", "+c", "r+c"}
 	tunFlagOpts = [...]string{"--tun-nocsum", "--tun-csum", "--tun-remcsum"}
 )

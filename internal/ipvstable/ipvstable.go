@@ -5,8 +5,8 @@
 //
 // It is plain data and sits below both of its users: dataplane/linux reads
 // the kernel into it (only that package speaks netlink) and ipvsadm renders
-// it. Before, these types lived in ipvsadm, so the kernel reader imported the
-// renderer; now neither knows the other and cmd/kube-ipvs joins them.
+// it. Neither knows the other (the kernel reader does not import the
+// renderer); cmd/kube-ipvs joins them.
 // Protocols, flags and forwarding methods are model's: one set of constants.
 package ipvstable
 

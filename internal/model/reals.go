@@ -8,8 +8,8 @@ import (
 // Reals are a virtual server's real servers, sorted by address, each
 // address once. A sorted slice, not a map: a Service has a handful of
 // real servers and the agent holds every Service twice (desired and
-// observed), so at 10,000 Services the maps' buckets were megabytes and a
-// cold start's allocations (issue 12); lookups are binary searches and
+// observed), so a map's buckets per Service would cost more memory and
+// allocations than the handful of entries; lookups are binary searches and
 // listing needs no sort. The zero value is empty and ready to use. A copy
 // of a Reals shares its list, as a copied map would, but an insert into
 // one can shift what the other holds: Clone before changing a copy.

@@ -19,11 +19,11 @@ import (
 // hash:ip,port,ip adds Addr2; hash:ip,port,net adds Net. Unused parts are
 // zero, so that entries compare with ==.
 //
-// It is held compact and without pointers: at 10,000 Services the agent
-// keeps 130,000 members three times over (each Service's translation, the
-// desired state, the cache of the kernel's), and as netip values and a
-// name they took 104 bytes each, and maps of them were scanned by every
-// collection (issue 12, item 4). Addresses are kept as 16 bytes and a
+// It is held compact and without pointers: the agent keeps every member
+// three times over (each Service's translation, the desired state, the
+// observed cache), a large cluster has more than ten members per Service,
+// and a map of values without pointers is not scanned by the garbage
+// collector. Addresses are kept as 16 bytes and a
 // family (ipset addresses have no zone), the set's name as a number
 // (setNames), Addr2 and Net in one place (no set type has both).
 type SetEntry struct {

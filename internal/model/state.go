@@ -39,9 +39,8 @@ func NewState() State {
 }
 
 // SizedState returns an empty state whose maps are sized for what is about
-// to go in: grown from empty to 10,000 virtual servers and 130,000 set
-// members, maps rehash a dozen times and leave as much garbage again as
-// they hold (issue 12).
+// to go in: a map grown from empty to a whole table rehashes at every
+// doubling and leaves as much garbage again as it holds.
 func SizedState(services, addrs, sets int) State {
 	return State{Services: make(map[VSKey]*Service, services), Addrs: make(map[netip.Addr]struct{}, addrs),
 		Sets: make(map[SetEntry]struct{}, sets)}

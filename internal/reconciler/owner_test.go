@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
@@ -22,10 +21,10 @@ func TestDriftOwnsFromTheFreshRead(t *testing.T) {
 	ctx := context.Background()
 	orphan := netip.MustParseAddr("10.96.0.99")
 	k := model.NewVSKey(model.TCP, orphan, 80)
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: model.SchedRR}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: model.SchedRR}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.fake.AddSetEntry(ctx, shim.Entry(shim.ClusterIP, orphan, model.TCP, 80)); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.ClusterIP, orphan, model.TCP, 80)}); err != nil {
 		t.Fatal(err)
 	}
 	drift, err := r.rec.Drift(ctx)
@@ -42,7 +41,7 @@ func TestDriftOwnsFromTheFreshRead(t *testing.T) {
 	}
 }
 
-func render(ops []plan.Op) string {
+func render(ops []model.Op) string {
 	lines := make([]string, len(ops))
 	for i, op := range ops {
 		lines[i] = op.String()

@@ -1,7 +1,9 @@
 // Package runner drives syncs: it coalesces bursts of changes so that syncs
-// are at least MinInterval apart, runs a full resync every Period (if set),
-// asks for an early incremental sync when the last one wants it (draining
-// real servers), and retries failures with exponential backoff.
+// are at least MinInterval apart, asks for an early incremental sync when
+// the last one wants it (draining real servers), and retries failures with
+// exponential backoff, as full syncs. Only the first sync and the retry
+// after a failure read the kernel whole: drift made by anyone else is found
+// by the rescan beside the syncs, which cues an incremental sync.
 package runner
 
 import (
@@ -21,9 +23,6 @@ type Runner struct {
 	// has read part of the kernel for the sync to fold in (may be nil).
 	Repair      <-chan struct{}
 	MinInterval time.Duration
-	// Period is how often a full resync runs; zero: never after the first
-	// (the agent's drift checker reads the kernel instead, beside the syncs).
-	Period time.Duration
 	// Backoff is the first retry delay after a failure, doubled per failure
 	// up to MaxBackoff.
 	Backoff, MaxBackoff time.Duration
@@ -37,14 +36,13 @@ type loop struct {
 	due         time.Time // a pending sync runs not before this
 	retryAt     time.Time // after a failure, nothing runs before this
 	last        time.Time // when the last sync ended
-	nextFull    time.Time
 	failures    int
 }
 
 // Run syncs once at start (full), then whenever triggered, until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
 	now := time.Now()
-	l := loop{dirty: true, full: true, due: now, nextFull: r.next(now)}
+	l := loop{dirty: true, full: true, due: now}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -59,34 +57,22 @@ func (r *Runner) Run(ctx context.Context) error {
 			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
 		case <-timer.C:
 		}
-		now := time.Now()
-		if !l.nextFull.IsZero() && !now.Before(l.nextFull) {
-			l.dirty, l.full = true, true
-			l.due = later(now, l.retryAt)
-		}
-		if l.dirty && !now.Before(l.due) {
+		if l.dirty && !time.Now().Before(l.due) {
 			requeue, err := r.Sync(ctx, l.full)
 			r.after(&l, requeue, err)
 		}
-		wake := l.nextFull
-		if l.dirty && (wake.IsZero() || l.due.Before(wake)) {
-			wake = l.due
-		}
-		if wake.IsZero() {
+		if !l.dirty {
 			timer.Stop() // nothing to do until triggered
 			continue
 		}
 		// Since Go 1.23 Reset discards a pending expiry: no drain needed.
-		timer.Reset(max(time.Until(wake), 0))
+		timer.Reset(max(time.Until(l.due), 0))
 	}
 }
 
 // after updates the schedule with a sync's outcome.
 func (r *Runner) after(l *loop, requeue time.Duration, err error) {
 	l.last = time.Now()
-	if l.full {
-		l.nextFull = r.next(l.last)
-	}
 	if err != nil {
 		delay := r.backoff(l.failures)
 		l.failures++
@@ -100,14 +86,6 @@ func (r *Runner) after(l *loop, requeue time.Duration, err error) {
 	l.failures, l.retryAt = 0, time.Time{}
 	l.dirty, l.full = requeue > 0, false
 	l.due = l.last.Add(max(requeue, r.MinInterval))
-}
-
-// next is when the full resync after one at t is due; zero: never.
-func (r *Runner) next(t time.Time) time.Time {
-	if r.Period <= 0 {
-		return time.Time{}
-	}
-	return t.Add(r.Period)
 }
 
 // backoff is the delay after the n+1st consecutive failure.

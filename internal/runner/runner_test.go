@@ -48,7 +48,7 @@ func run(t *testing.T, h *harness, body func()) {
 	synctest.Test(t, func(t *testing.T) {
 		h.start = time.Now()
 		h.trigger = make(chan struct{}, 1)
-		r := &Runner{Sync: h.sync, Trigger: h.trigger, MinInterval: time.Second, Period: 30 * time.Second,
+		r := &Runner{Sync: h.sync, Trigger: h.trigger, MinInterval: time.Second,
 			Backoff: time.Second, MaxBackoff: 8 * time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -74,20 +74,6 @@ func TestBurstIsCoalescedAndMinIntervalKept(t *testing.T) {
 	// 0.6s, so all of it folds into the sync at 1s.
 	if len(h.calls) != 2 || !h.calls[0].full || h.calls[1].full || h.calls[1].at != time.Second {
 		t.Fatalf("calls %+v, want full at 0 then one incremental at 1s", h.calls)
-	}
-}
-
-func TestPeriodicFullResync(t *testing.T) {
-	h := &harness{}
-	run(t, h, func() { time.Sleep(95 * time.Second) })
-	want := []call{{0, true}, {30 * time.Second, true}, {60 * time.Second, true}, {90 * time.Second, true}}
-	if len(h.calls) != len(want) {
-		t.Fatalf("calls %+v, want %+v", h.calls, want)
-	}
-	for i := range want {
-		if h.calls[i] != want[i] {
-			t.Fatalf("calls %+v, want %+v", h.calls, want)
-		}
 	}
 }
 
@@ -133,10 +119,9 @@ func TestRequeueAsksForAnEarlyIncrementalSync(t *testing.T) {
 	}
 }
 
-// TestNoPeriodWaitsForTriggers: with Period zero only the first sync is
-// full; a Repair cue (a drift read to fold) brings an incremental sync,
+// TestWaitsForTriggers: only the first sync is full; a Repair cue (a drift read to fold) brings an incremental sync,
 // MinInterval after the last, like a change does.
-func TestNoPeriodWaitsForTriggers(t *testing.T) {
+func TestWaitsForTriggers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &harness{start: time.Now()}
 		repair := make(chan struct{}, 1)
@@ -156,11 +141,11 @@ func TestNoPeriodWaitsForTriggers(t *testing.T) {
 	})
 }
 
-// TestNoPeriodFailureReadsWholeAgain: with Period zero a failed sync is
+// TestFailureReadsWholeAgain: a failed sync is
 // retried as a full one after its backoff (the cache is in doubt), a
 // Repair cue during the backoff waits for it, and once a sync succeeds
 // nothing full runs again.
-func TestNoPeriodFailureReadsWholeAgain(t *testing.T) {
+func TestFailureReadsWholeAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &harness{start: time.Now(), fail: func(n int) error {
 			if n == 1 {

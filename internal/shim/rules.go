@@ -164,9 +164,6 @@ func (c Config) ifPod(v6 bool) string {
 // Jump is a rule in a built-in chain that enters one of ours.
 type Jump struct{ Table, From, To string }
 
-// Rule renders the jump as iptables-save prints it.
-func (j Jump) Rule() string { return "-A " + j.From + " -j " + j.To }
-
 // Chain is one of our chains and its rules, each exactly as iptables-save
 // prints it (so that what is there compares equal to what we want).
 type Chain struct {

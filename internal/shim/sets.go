@@ -159,8 +159,8 @@ func makeName(k SetKind, v6 bool) string {
 }
 
 // setNames are the kinds' names, made once: every member carries its set's
-// name, and a name built per member was a string of its own each, 130,000
-// of them at 10,000 Services (issue 12, item 4).
+// name, and a name built per member would be a string of its own for each
+// of a table's members.
 var setNames = func() (out [len(kindInfos)][2]string) {
 	for _, k := range kinds {
 		out[k] = [2]string{makeName(k, false), makeName(k, true)}

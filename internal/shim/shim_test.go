@@ -135,7 +135,7 @@ func saveOf(r Ruleset) string {
 		b.WriteString("*" + t.Name + "\n")
 		for _, j := range r.Jumps {
 			if j.Table == t.Name {
-				b.WriteString(j.Rule() + "\n")
+				b.WriteString("-A " + j.From + " -j " + j.To + "\n")
 			}
 		}
 		for _, c := range t.Chains {

@@ -29,18 +29,16 @@ type ClientOptions struct {
 	AcceptContentTypes string
 	// Compression asks the API server to gzip its responses. Off unless
 	// asked: the start's list of every Service and EndpointSlice is what a
-	// node waits for, and inflating it was a fifth of the agent's CPU while
-	// it listed at 10,000 Services (the server spends as much compressing
-	// it, per node); a node's link to its API server is rarely what limits
-	// that list (issue 12).
+	// node waits for, and inflating it costs the agent CPU while it lists
+	// (the server spends as much compressing it, per node); a node's link
+	// to its API server is rarely what limits that list.
 	Compression bool
 	// HTTP2 talks HTTP/2 to the API server, one connection for every
 	// watch, as client-go does by default. Off unless asked: HTTP/1.1
 	// costs a connection per watch (three) but no flow control, under
 	// which the client sends a window update for every 4 KB it reads, a
-	// TLS record and a write each. At 10,000 Services in the VM the start
-	// took 44 s and 59 CPU-s over HTTP/1.1 against 57 s and 78 over
-	// HTTP/2, the informers' list 14 s against 23 (issue 12).
+	// TLS record and a write each: a large initial list takes longer and
+	// more CPU over HTTP/2 (docs/benchmarks.md has the numbers).
 	HTTP2 bool
 }
 

@@ -58,8 +58,8 @@ current-context: x
 }
 
 // TestClientCompression: the client asks for gzipped responses only when
-// told to (a list's inflation cost the agent a fifth of its CPU at 10,000
-// Services), checked on the wire: the header an API server sees.
+// told to (inflating a large list costs the agent CPU), checked on the
+// wire: the header an API server sees.
 func TestClientCompression(t *testing.T) {
 	for _, compression := range []bool{false, true} {
 		seen := make(chan string, 1)

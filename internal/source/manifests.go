@@ -192,7 +192,7 @@ func (m *Manifests) scanLocked(full bool) ([]Problem, error) {
 		listed[name] = true
 	}
 	for name := range m.files {
-		if !listed[name] { // a set: at 10,000 files a list search per file cost seconds per rescan
+		if !listed[name] { // a set: a list search per file would make a rescan quadratic in the files
 			delete(m.files, name)
 		}
 	}

@@ -12,12 +12,13 @@ import (
 )
 
 // The informers keep every Service, EndpointSlice and the Node for as long
-// as they exist; at 10,000 Services most of what the API server sends is
-// never read here (managedFields alone are a tenth of it). These
+// as they exist, and most of what the API server sends is never read here
+// (managedFields, most annotations, status conditions). These
 // transforms (cache.TransformFunc, run on each object before the informer
 // caches it) keep only what the handlers, translate, the Events and the
 // views read, so the caches and the Store (which shares their objects)
-// hold that and nothing else (issue 12, item 4). A field read later must
+// hold that and nothing else: the agent's memory follows the table, not
+// the objects' size. A field read later must
 // be kept here, or it reads as empty: transform_test.go translates objects
 // before and after, and any difference fails it.
 

@@ -253,7 +253,7 @@ var (
 
 // checkPlan plans a validated Service's translation onto a node that holds
 // another tool's virtual servers and excludes a CIDR, applies the plan to
-// that state and checks what the issue asks of every plan: never a
+// that state and checks what every plan must hold: never a
 // removal inside the excluded CIDRs (where the Service is served all the
 // same), never an operation on a foreign key, every bound VIP with its
 // virtual server.
@@ -278,7 +278,7 @@ func checkPlan(t *testing.T, res translate.Result) {
 	after := observed.Clone()
 	for _, op := range ops {
 		switch op.Kind {
-		case plan.DeleteService, plan.DeleteReal, plan.UnbindAddr:
+		case model.DeleteService, model.DeleteReal, model.UnbindAddr:
 			for _, a := range []netip.Addr{op.VS.Key.Addr, op.Addr} {
 				if a.IsValid() && fuzzExclude.Contains(a) {
 					t.Fatalf("%s: a removal inside the excluded %s, of nothing ours", op, fuzzExclude)

@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkService translates one ClusterIP Service with ten endpoints in
-// one slice, the unit a cold start repeats for every Service (issue 12).
+// one slice, the unit a cold start repeats for every Service.
 func BenchmarkService(b *testing.B) {
 	svc := service()
 	eps := make([]discoveryv1.Endpoint, 10)

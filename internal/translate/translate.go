@@ -122,7 +122,7 @@ type Result struct {
 	Addrs []netip.Addr
 	// Meta says where each virtual server comes from: Meta[i] is
 	// Services[i]'s (see MetaOf). A slice beside them rather than a map of
-	// its own: at 10,000 Services the maps held 12 MB (issue 12, item 4).
+	// its own: a small map per Service costs buckets the slice does not.
 	Meta []VSMeta
 	// SetEntries are the members of the shim's ipsets this Service needs,
 	// sorted, deduped.

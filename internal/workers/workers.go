@@ -1,10 +1,9 @@
 // Package workers spreads independent pieces of work over the CPUs but one.
 // The CPU left is the garbage collector's: its idle-time mark workers are
 // what keep a single busy goroutine from paying for the collection itself.
-// On the two CPUs of issue 12's benchmark VM, translating a cold start's
-// Services on both cost 12.6 CPU-s instead of 7.8 and made the start
-// slower, not faster; there this is one piece at a time, in the caller's
-// goroutine, and larger machines get the workers.
+// On two CPUs, work spread over both starves the collector and makes a
+// cold start slower, not faster; there this is one piece at a time, in the
+// caller's goroutine, and larger machines get the workers.
 package workers
 
 import (

@@ -16,8 +16,8 @@
 # refuses it; a tools module that requires it builds fine.
 #
 # Versions: KUBE_VERSION (default: the k8s.io/client-go the repo uses, as
-# v1.X.Y) and ETCD_VERSION. Cold build on 2 cores: several minutes and ~3.5 GB
-# of module/build cache; linking kube-apiserver peaks near 2.8 GB of RAM.
+# v1.X.Y) and ETCD_VERSION. A cold build needs several minutes, a few GB of
+# module/build cache, and about 3 GB of RAM to link kube-apiserver.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -8,9 +8,10 @@ import (
 	"net/netip"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// part is the socket a change goes out on.
+// part is the socket an operation goes out on.
 type part uint8
 
 const (
@@ -20,64 +21,101 @@ const (
 	partSets       // nfnetlink, ipset
 )
 
-func partOf(k dataplane.ChangeKind) part {
-	switch k {
-	case dataplane.ChangeAddService, dataplane.ChangeUpdateService, dataplane.ChangeDeleteService,
-		dataplane.ChangeAddReal, dataplane.ChangeUpdateReal, dataplane.ChangeDeleteReal:
-		return partIPVS
-	case dataplane.ChangeAddAddr, dataplane.ChangeDeleteAddr:
-		return partAddrs
-	case dataplane.ChangeAddSetEntry, dataplane.ChangeDeleteSetEntry:
-		return partSets
+// partOf is the socket each kind of operation goes out on.
+var partOf = [...]part{
+	model.AddService:     partIPVS,
+	model.UpdateService:  partIPVS,
+	model.DeleteService:  partIPVS,
+	model.AddReal:        partIPVS,
+	model.UpdateReal:     partIPVS,
+	model.DeleteReal:     partIPVS,
+	model.BindAddr:       partAddrs,
+	model.UnbindAddr:     partAddrs,
+	model.AddSetEntry:    partSets,
+	model.DeleteSetEntry: partSets,
+}
+
+// partFor is the socket op goes out on (partNone: an unknown kind).
+func partFor(op model.Op) part {
+	if int(op.Kind) < len(partOf) {
+		return partOf[op.Kind]
 	}
 	return partNone
 }
 
-// Apply sends the changes in order, each run of changes for one socket
-// batchWindow at a time (see batchSocket): a window is one kernel call, so
-// cancellation and the call deadline apply between windows.
-func (d *Dataplane) Apply(ctx context.Context, changes []dataplane.Change) []error {
-	errs := make([]error, len(changes))
-	for start := 0; start < len(changes); {
-		p := partOf(changes[start].Kind)
+// Apply sends the operations in order, each run of operations for one
+// socket batchWindow at a time (see batchSocket): a window is one kernel
+// call, so cancellation and the call deadline apply between windows.
+func (d *Dataplane) Apply(ctx context.Context, ops []model.Op) []error {
+	return inWindows(ctx, ops, func(p part, win []model.Op, errs []error) {
+		switch p {
+		case partIPVS:
+			d.applyIPVS(ctx, win, errs)
+		case partAddrs:
+			d.applyAddrs(ctx, win, errs)
+		case partSets:
+			d.Shim.applySets(ctx, win, errs)
+		default:
+			unknownKinds(win, errs)
+		}
+	})
+}
+
+// Apply makes the operations on set members, in windows as
+// Dataplane.Apply does; the shim alone has no IPVS table or link, so it
+// refuses every other kind.
+func (s *Shim) Apply(ctx context.Context, ops []model.Op) []error {
+	return inWindows(ctx, ops, func(p part, win []model.Op, errs []error) {
+		if p == partSets {
+			s.applySets(ctx, win, errs)
+			return
+		}
+		for i, op := range win {
+			errs[i] = fmt.Errorf("%s: not an operation on a set member", op)
+		}
+	})
+}
+
+// inWindows cuts ops into windows of one part, at most batchWindow long,
+// and hands each to send with its slice of the errors. Once ctx ends, the
+// windows left are not sent: their operations fail as not tried.
+func inWindows(ctx context.Context, ops []model.Op, send func(p part, win []model.Op, errs []error)) []error {
+	errs := make([]error, len(ops))
+	for start := 0; start < len(ops); {
+		p := partFor(ops[start])
 		end := start + 1
-		for end < len(changes) && end-start < batchWindow && partOf(changes[end].Kind) == p {
+		for end < len(ops) && end-start < batchWindow && partFor(ops[end]) == p {
 			end++
 		}
-		win, werrs := changes[start:end], errs[start:end]
+		win, werrs := ops[start:end], errs[start:end]
+		start = end
 		if ctx.Err() != nil {
 			for i := range werrs {
 				werrs[i] = dataplane.NotTried(ctx)
 			}
-			start = end
 			continue
 		}
-		switch p {
-		case partIPVS:
-			d.applyIPVS(ctx, win, werrs)
-		case partAddrs:
-			d.applyAddrs(ctx, win, werrs)
-		case partSets:
-			d.Shim.applySets(ctx, win, werrs)
-		default:
-			for i, c := range win {
-				werrs[i] = fmt.Errorf("unknown change kind %s", c.Kind)
-			}
-		}
-		start = end
+		send(p, win, werrs)
 	}
 	return errs
 }
 
-// applyIPVS sends one window of IPVS changes; errors read as the single
-// methods' do.
-func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs []error) {
+// unknownKinds fails every operation of a window of no known kind.
+func unknownKinds(win []model.Op, errs []error) {
+	for i, op := range win {
+		errs[i] = fmt.Errorf("unknown operation kind %s", op.Kind)
+	}
+}
+
+// applyIPVS sends one window of IPVS operations; errors read as the
+// single methods' do.
+func (d *Dataplane) applyIPVS(ctx context.Context, win []model.Op, errs []error) {
 	var enc ipvsEncoder
 	reqs := make([]request, len(win))
 	for i, c := range win {
 		reqs[i] = enc.change(d.ipvsFamily, c)
 	}
-	err := d.do(ctx, "apply IPVS changes", func(h *handles) error {
+	err := d.do(ctx, "apply IPVS operations", func(h *handles) error {
 		s, err := h.batchSocket(&h.genl, netlinkGeneric, d.timeout)
 		if err != nil {
 			return err
@@ -87,10 +125,10 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs 
 	wordErrors(win, errs, err, ipvsChangeError)
 }
 
-// wordErrors gives every change of a window its error as its single method
-// words it: the window's own error (err: the exchange failed as a whole)
-// for all, else each change's.
-func wordErrors(win []dataplane.Change, errs []error, err error, word func(dataplane.Change, error) error) {
+// wordErrors gives every operation of a window its error as its single
+// method words it: the window's own error (err: the exchange failed as a
+// whole) for all, else each operation's.
+func wordErrors(win []model.Op, errs []error, err error, word func(model.Op, error) error) {
 	for i, c := range win {
 		e := errs[i]
 		if err != nil {
@@ -102,19 +140,19 @@ func wordErrors(win []dataplane.Change, errs []error, err error, word func(datap
 	}
 }
 
-// ipvsChangeError words a failed change as its single method does.
-func ipvsChangeError(c dataplane.Change, err error) error {
+// ipvsChangeError words a failed operation as its single method does.
+func ipvsChangeError(c model.Op, err error) error {
 	k := c.VS.Key
 	switch c.Kind {
-	case dataplane.ChangeAddService:
+	case model.AddService:
 		return fmt.Errorf("add virtual server %s: %w", c.VS, serviceErrs.wrap(err))
-	case dataplane.ChangeUpdateService:
+	case model.UpdateService:
 		return fmt.Errorf("update virtual server %s: %w", c.VS, serviceErrs.wrap(err))
-	case dataplane.ChangeDeleteService:
+	case model.DeleteService:
 		return fmt.Errorf("delete virtual server %s: %w", k, serviceErrs.wrap(err))
-	case dataplane.ChangeAddReal:
+	case model.AddReal:
 		return fmt.Errorf("add real server %s to %s: %w", c.RS.Addr, k, destErrs.wrap(err))
-	case dataplane.ChangeUpdateReal:
+	case model.UpdateReal:
 		return fmt.Errorf("update real server %s of %s: %w", c.RS.Addr, k, destErrs.wrap(err))
 	}
 	return fmt.Errorf("delete real server %s of %s: %w", c.RS.Addr, k, destErrs.wrap(err))
@@ -122,7 +160,7 @@ func ipvsChangeError(c dataplane.Change, err error) error {
 
 // applyAddrs binds or unbinds one window of VIPs: the link is looked up
 // once for the window, not once per address.
-func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs []error) {
+func (d *Dataplane) applyAddrs(ctx context.Context, win []model.Op, errs []error) {
 	err := d.do(ctx, "bind addresses", func(h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
@@ -131,7 +169,7 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		var enc addrEncoder
 		reqs := make([]request, len(win))
 		for i, c := range win {
-			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == dataplane.ChangeAddAddr, c.Addr)
+			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == model.BindAddr, c.Addr)
 		}
 		s, err := h.batchSocket(&h.rt, netlinkRoute, d.timeout)
 		if err != nil {
@@ -139,11 +177,11 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		}
 		return s.exchange(reqs, errs)
 	})
-	wordErrors(win, errs, err, func(c dataplane.Change, e error) error { return addrChangeError(c, d.linkName, e) })
+	wordErrors(win, errs, err, func(c model.Op, e error) error { return addrChangeError(c, d.linkName, e) })
 }
 
-func addrChangeError(c dataplane.Change, link string, err error) error {
-	if c.Kind == dataplane.ChangeAddAddr {
+func addrChangeError(c model.Op, link string, err error) error {
+	if c.Kind == model.BindAddr {
 		return fmt.Errorf("bind %s to %s: %w", c.Addr, link, addrErrs.wrap(err))
 	}
 	return fmt.Errorf("unbind %s from %s: %w", c.Addr, link, addrErrs.wrap(err))

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -41,36 +40,34 @@ const encodeBufSize = batchWindow * 112
 
 type ipvsEncoder struct{ a attrBuf }
 
-// change encodes one IPVS change as a request to the IPVS family.
-func (e *ipvsEncoder) change(family uint16, c dataplane.Change) request {
+// ipvsCmds is the IPVS command of each kind of operation on the table.
+var ipvsCmds = [...]uint8{
+	model.AddService:    ipvsCmdNewService,
+	model.UpdateService: ipvsCmdSetService,
+	model.DeleteService: ipvsCmdDelService,
+	model.AddReal:       ipvsCmdNewDest,
+	model.UpdateReal:    ipvsCmdSetDest,
+	model.DeleteReal:    ipvsCmdDelDest,
+}
+
+// change encodes one IPVS operation as a request to the IPVS family: a
+// create or update carries the whole service, any other names it by its
+// key; a destination's create or update carries the whole destination, its
+// delete only its address.
+func (e *ipvsEncoder) change(family uint16, c model.Op) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)
 	}
 	start := len(e.a.b)
-	k := c.VS.Key
-	switch c.Kind {
-	case dataplane.ChangeAddService, dataplane.ChangeUpdateService:
-		cmd := uint8(ipvsCmdNewService)
-		if c.Kind == dataplane.ChangeUpdateService {
-			cmd = ipvsCmdSetService
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
+	e.a.b = append(e.a.b, ipvsCmds[c.Kind], ipvsGenlVersion, 0, 0)
+	switch cmd := ipvsCmds[c.Kind]; cmd {
+	case ipvsCmdNewService, ipvsCmdSetService:
 		e.service(c.VS)
-	case dataplane.ChangeDeleteService:
-		e.a.b = append(e.a.b, ipvsCmdDelService, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-	case dataplane.ChangeAddReal, dataplane.ChangeUpdateReal:
-		cmd := uint8(ipvsCmdNewDest)
-		if c.Kind == dataplane.ChangeUpdateReal {
-			cmd = ipvsCmdSetDest
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, true)
-	default: // ChangeDeleteReal
-		e.a.b = append(e.a.b, ipvsCmdDelDest, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, false)
+	case ipvsCmdDelService:
+		e.serviceKey(c.VS.Key)
+	default:
+		e.serviceKey(c.VS.Key)
+		e.dest(c.RS, cmd != ipvsCmdDelDest)
 	}
 	return request{typ: family, data: e.a.b[start:]}
 }
