@@ -3,26 +3,38 @@
 # and nftables modes, on a real IPVS kernel against a real kube-apiserver.
 # Not part of `make test`: it takes long and its numbers depend on the machine.
 #
-# Per N (one fresh API server and one VM boot each): the host fills the API
-# server with N Services × 10 endpoints (e2e/bench/cmd/bench-host), then in
-# the VM each tool runs in turn on a cleaned kernel (e2e/bench/cmd/bench-guest)
-# and is measured: cold start to the full table (time, CPU, RSS), idle CPU,
-# single endpoint changes (p50/p99/max), a burst of concurrent changes, and
-# for kube-ipvs its kernel operations per change. The run's section (one
-# table with ratios, the goals of issue 12, a PNG plot) is appended to
-# docs/benchmarks.md; the plot and the raw JSON go to docs/benchmarks/.
+# Per variant and N (one fresh API server and one VM boot each): the host
+# fills the API server with N Services × 10 endpoints (e2e/bench/cmd/bench-host),
+# then in the VM each tool runs in turn on a cleaned kernel, BENCH_RUNS times
+# with the order rotated (e2e/bench/cmd/bench-guest), and is measured: time
+# to serve (every Service in the kernel, its ClusterIP bound, the sets and
+# rules in place, and a sample answering through its ClusterIP from a pod),
+# kubernetes.default against the informers' sync, idle CPU over two periods
+# of whole reads, endpoint changes at a fixed rate (latency, CPU a minute,
+# kube-proxy's own histograms), a burst of concurrent changes, and for
+# kube-ipvs its kernel operations per change. The run's section (medians
+# with spread, the goals as a table met or missed, a PNG plot) is appended
+# to docs/benchmarks.md; the plot and the raw JSON go to docs/benchmarks/.
 #
 # Settings (environment):
 #   BENCH_N               N list, comma-separated (default 1000,5000,10000)
 #   BENCH_CHANGES         single changes per tool (default 100), or per N: 1000:100,5000:30
-#   BENCH_SPACING         start-to-start spacing of single changes (default 2s)
+#   BENCH_VARIANTS        where the endpoints are, comma-separated (default none,tenth,all):
+#                         none names no node, all names the VM's node, tenth one in ten
+#   BENCH_RUNS            runs of every tool per boot, the order rotated (default 3)
+#   BENCH_SAMPLE          Services asked through their ClusterIP from a pod (default 100)
+#   BENCH_SPACING         the changes' fixed rate: one every BENCH_SPACING (default 2s)
 #   BENCH_BURST           changes in the concurrent burst (default 1000)
-#   BENCH_IDLE            idle window (default 60s)
+#   BENCH_IDLE            idle window at least (default 60s); it is two periods of the
+#                         tool's whole reads of the kernel (and 10 s) when that is longer
+#   BENCH_IDLE_MAX        the idle window's bound (default 45m); a shorter window is flagged
 #   BENCH_CHANGE_TIMEOUT  a change not seen by then is counted as never seen (default 60s)
 #   BENCH_CHANGE_BUDGET   stop a tool's change series after this long (default 0: never);
 #                         the table says how many changes each tool got through
-#   BENCH_SETTLE_LIMIT    after the full table, wait at most this long for the tool to
+#   BENCH_SETTLE_LIMIT    after serving, wait at most this long for the tool to
 #                         go quiet before the idle window (default 5m)
+#   BENCH_COLD_TIMEOUT    a tool not serving by then is recorded as not serving (default 15m)
+#   BENCH_VM_TIMEOUT      one boot's bound, every run of every tool (default 12h)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 #   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
@@ -31,9 +43,8 @@
 #                         /tmp/heap.pprof; the profile lands in bin/bench-N-cpu.pprof)
 #   BENCH_GODEBUG         the tools' GODEBUG, to look into one (gctrace=1 logs each collection's heap)
 #   BENCH_LOG_LINES       how many of each tool's last log lines the results keep (default 15)
-# A quick run: BENCH_N=1000 BENCH_CHANGES=20 BENCH_IDLE=20s make bench
-# (at 5k and 10k kube-proxy's IPVS mode takes seconds per change: fewer
-# changes there keep a run within hours, e.g. BENCH_CHANGES=1000:100,5000:30,10000:20)
+# A quick run (about half an hour): BENCH_N=200 BENCH_VARIANTS=tenth BENCH_RUNS=1
+#   BENCH_CHANGES=20 BENCH_BURST=100 BENCH_SETTLE_LIMIT=60s BENCH_COLD_TIMEOUT=5m make bench
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,8 +57,23 @@ change_timeout=${BENCH_CHANGE_TIMEOUT:-60s}
 change_budget=${BENCH_CHANGE_BUDGET:-0s}
 settle_limit=${BENCH_SETTLE_LIMIT:-5m}
 tools=${BENCH_TOOLS:-kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs}
+variants=${BENCH_VARIANTS:-none,tenth,all}
+runs=${BENCH_RUNS:-3}
+sample=${BENCH_SAMPLE:-100}
+idle_max=${BENCH_IDLE_MAX:-45m}
+cold_timeout=${BENCH_COLD_TIMEOUT:-15m}
 doc=${BENCH_DOC:-$root/docs/benchmarks.md}
 log() { echo "bench: $*" >&2; }
+
+# local_every VARIANT: one endpoint in how many names the VM's node.
+local_every() {
+  case "$1" in
+  none) echo 0 ;;
+  all) echo 1 ;;
+  tenth) echo 10 ;;
+  *) log "BENCH_VARIANTS: unknown variant $1 (none, tenth, all)"; exit 2 ;;
+  esac
+}
 
 # changes_for N: BENCH_CHANGES is one count, or N:count pairs (100 if N is not listed).
 changes_for() {
@@ -97,7 +123,8 @@ done
 mkdir -p "$work/bin"
 cp "$bin/kube-proxy" "$work/bin/kube-proxy"
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/bin/kube-ipvs" ./cmd/kube-ipvs)
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/bin/kube-ipvs" ./cmd/kube-ipvs &&
+  CGO_ENABLED=0 go build -trimpath -o "$work/bin/echo" ./e2e/tools/echo)
 (cd "$root/e2e/bench" && CGO_ENABLED=0 go build -trimpath -o "$work/bin/bench-guest" ./cmd/bench-guest &&
   go build -o "$work/bench-host" ./cmd/bench-host && go build -o "$work/bench-report" ./cmd/bench-report)
 log "tools and drivers ready ($(($(date +%s) - t0)) s)"
@@ -107,23 +134,28 @@ outdir=$(dirname "$doc")/benchmarks
 mkdir -p "$outdir"
 results=()
 IFS=, read -r -a nlist <<<"$ns"
-for n in "${nlist[@]}"; do
-  out="$outdir/$stamp-n$n.json"
-  log "N=$n: API server, fill, VM with ${tools//,/, } ($(date -u +%H:%M:%S) UTC)"
-  tn=$(date +%s)
-  if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
-    --n "$n" --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
-    --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
-    --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
-    --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
-    --version-nft "$(nft --version | awk '{print $2}')" | tee "$work/console-$n.log"; then
-    :
-  else
-    log "N=$n: bench-host failed (status $?)"
-  fi
-  take_profiles "$work/console-$n.log" "$n"
-  [ -f "$out" ] && results+=("$out")
-  log "N=$n: $(($(date +%s) - tn)) s"
+IFS=, read -r -a vlist <<<"$variants"
+for variant in "${vlist[@]}"; do
+  every=$(local_every "$variant")
+  for n in "${nlist[@]}"; do
+    out="$outdir/$stamp-n$n-$variant.json"
+    log "N=$n, endpoints $variant: API server, fill, VM with ${tools//,/, } x $runs ($(date -u +%H:%M:%S) UTC)"
+    tn=$(date +%s)
+    if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
+      --n "$n" --local-every "$every" --runs "$runs" --sample "$sample" --idle-max "$idle_max" --cold-timeout "$cold_timeout" --vm-timeout "${BENCH_VM_TIMEOUT:-12h}" \
+      --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
+      --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
+      --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
+      --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
+      --version-nft "$(nft --version | awk '{print $2}')" | tee "$work/console-$n-$variant.log"; then
+      :
+    else
+      log "N=$n, $variant: bench-host failed (status $?)"
+    fi
+    take_profiles "$work/console-$n-$variant.log" "$n-$variant"
+    [ -f "$out" ] && results+=("$out")
+    log "N=$n, $variant: $(($(date +%s) - tn)) s"
+  done
 done
 [ ${#results[@]} -gt 0 ] || { log "no results"; exit 1; }
 

@@ -30,7 +30,19 @@ type Plan struct {
 	N         int      `json:"n"`
 	Endpoints int      `json:"endpoints"` // per Service
 	VIPs      []string `json:"vips"`      // index: the Service
+	// Local is every endpoint address whose nodeName is the VM's node, as
+	// the Services stand now (changes keep an endpoint's nodeName).
+	Local []string `json:"local,omitempty"`
 }
+
+// Kubernetes is the default/kubernetes Service as the bench's API server
+// makes it, and its endpoint as the guest reaches the API server.
+const (
+	KubernetesVIP      = "10.96.0.1"
+	KubernetesPort     = 443
+	KubernetesEndpoint = "10.0.2.100" // the VM's forward to the host
+	KubernetesTarget   = 6443
+)
 
 // Change is one EndpointSlice write: in Service Index, Del replaced by Add.
 type Change struct {

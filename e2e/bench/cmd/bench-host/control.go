@@ -24,7 +24,7 @@ type control struct {
 func (c *control) mux(ctx context.Context) *http.ServeMux {
 	m := http.NewServeMux()
 	m.HandleFunc("GET "+protocol.PathPlan, func(w http.ResponseWriter, r *http.Request) {
-		p := protocol.Plan{N: c.cl.n, Endpoints: c.cl.eps}
+		p := protocol.Plan{N: c.cl.n, Endpoints: c.cl.eps, Local: c.cl.local()}
 		for i := 0; i < c.cl.n; i++ {
 			p.VIPs = append(p.VIPs, protocol.VIP(i).String())
 		}
