@@ -173,6 +173,25 @@ func (h *Histogram) Quantile(q float64) float64 {
 	return math.Inf(1)
 }
 
+// QuantileAbove is the lower bound of the bucket holding quantile q: the
+// histogram says the quantile is above it (0 in the first bucket). NaN
+// when empty.
+func (h *Histogram) QuantileAbove(q float64) float64 {
+	if h == nil || h.Count == 0 {
+		return math.NaN()
+	}
+	rank, below := q*h.Count, 0.0
+	for i, c := range h.Buckets {
+		if c >= rank {
+			return below
+		}
+		if !math.IsInf(h.Bounds[i], 1) {
+			below = h.Bounds[i]
+		}
+	}
+	return below
+}
+
 // Mean is the sum over the count (NaN when empty).
 func (h *Histogram) Mean() float64 {
 	if h == nil || h.Count == 0 {
