@@ -133,7 +133,6 @@ func TestGoalsFail(t *testing.T) {
 	}
 }
 
-
 func TestPlotWritesPNG(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.png")
 	if err := Plot([]result.Run{boot(1000), boot(5000)}, path); err != nil {
