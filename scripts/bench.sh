@@ -170,33 +170,67 @@ machine shared with other work: absolute values are slow and noisy (a run record
 load average at its start), and only numbers from the same run (same N, same boot, tools
 one after the other on a cleaned kernel) may be compared with each other.
 
-What is measured, per tool and N (N Services × 10 endpoints, written by the host before
-the VM boots; each tool at its defaults, told only the kubeconfig and the node name; the
-VM's kernel has IPv6, so kube-proxy runs its IPv6 proxier beside the IPv4 one, as on a
-real node):
+What is measured, per tool, N and variant (N Services × 10 endpoints, written by the host
+before the VM boots; each tool at its defaults, told only the kubeconfig and the node name;
+the VM's kernel has IPv6, so kube-proxy runs its IPv6 proxier beside the IPv4 one, as on a
+real node). A section without a "time to serve" row took the full IPVS table as its cold
+start, with one run per tool, a 60 s idle window and changes paced by when each was seen.
 
-- **cold start**: process start to the whole table in the kernel (IPVS: every Service's
-  10 endpoints at a weight above 0 in `/proc/net/ip_vs`; nftables mode: every ClusterIP in
-  the `service-ips` map and the Services' numgen maps holding their 10 endpoints), with
-  the CPU time the process and the children it waited for (ipset, iptables-restore, ...)
-  used by then, and its peak RSS (VmHWM) at the end of the run.
-- **start work done**: the full table is not the end of a start (kube-proxy's IPVS mode
-  then fills ipsets and iptables, and syncs IPv6): the time and CPU until the tool has
-  gone quiet (under 10% of a CPU over 5 s), or "never quiet" within the settle limit.
-- **idle CPU**: CPU time over the idle window, once quiet (or at the settle limit).
-- **one change**: the host replaces one endpoint of one Service (an EndpointSlice
-  update) when the guest asks; latency is from the guest's request to the kernel
-  showing the new endpoint taking traffic and the old one not (IPVS: the virtual
-  server's destinations over netlink, the old one gone or at weight 0; nftables mode:
-  the Service's chain and the elements of its numgen map over netlink). Changes are
-  spaced (start to start, or when seen if later), hit different Services, and stop at
-  the count or the run's change budget. **CPU per change** is the CPU of the whole
-  series divided by the changes, background work included.
+- **variants**: the endpoints name no node; one in ten names the VM's node; all do (a
+  one-node cluster). An endpoint on the node costs kube-ipvs a hairpin member
+  (KUBE-IPVS-LOOP-BACK) and kube-proxy's IPVS mode one in KUBE-LOOP-BACK.
+- **runs**: every tool runs three times per boot (BENCH_RUNS), the order rotated by one
+  each run, so each is measured once first, once in the middle and once last. Cells are
+  the median, with the spread (lowest–highest) when the runs differ.
+- **time to serve**: process start until every Service serves, with the CPU used by then:
+  the kernel table whole (IPVS: every Service's 10 endpoints at a weight above 0 in
+  `/proc/net/ip_vs`; nftables mode: every ClusterIP in the `service-ips` map and every
+  Service's numgen map holding its 10 endpoints), every ClusterIP bound on `kube-ipvs0`
+  (the IPVS tools), the sets and nat rules in place (kube-ipvs: KUBE-IPVS-CLUSTER-IP,
+  -FRONTENDS, -VIPS, -LOOP-BACK for the node's endpoints, and its jumps from PREROUTING,
+  OUTPUT and POSTROUTING; kube-proxy's IPVS mode: KUBE-CLUSTER-IP, KUBE-LOOP-BACK, its
+  jumps to KUBE-SERVICES and KUBE-POSTROUTING), and a sample of 100 Services spread over
+  N (BENCH_SAMPLE) answering through ClusterIP:80 from a pod (a network namespace with a
+  veth into the guest). The endpoints really answer: three echo servers (e2e/tools/echo),
+  each in a namespace holding a whole block of endpoint addresses as local, stand behind
+  every Service. The parts are read in turn, each until it is whole; the sets, rules and
+  sample once the table is. Each part's own time is in the table too.
+- **kubernetes.default**: from process start until a pod completes a TLS handshake with
+  the API server through 10.96.0.1:443 (the host gives default/kubernetes an endpoint, the
+  API server as the guest reaches it; the guest masquerades pod traffic leaving the node,
+  as a CNI does), reported after the informers' sync: the moment the tool's log says so
+  (kube-ipvs: "source synced" for its four sources; kube-proxy: client-go's "Caches are
+  synced" for service config and endpoint slice config), polled every 100 ms.
+- **start work done**: after serving, the time and CPU until the tool has gone quiet (under
+  10% of a CPU over 5 s), or "never quiet" within the settle limit.
+- **idle CPU**: CPU a minute over a window of at least two periods of the tool's whole
+  reads of the kernel (30 s, the sync periods' default; for kube-ipvs the longer wait its
+  drift check announces in its log when reads are slow), at least BENCH_IDLE, at most
+  BENCH_IDLE_MAX (a shorter window is flagged and its goal not judged). kube-proxy's
+  nftables mode rewrites what someone else changed in its hourly full sync, which no
+  window here holds.
+- **changes**: the host replaces one endpoint of one Service (an EndpointSlice update,
+  stamped with `endpoints.kubernetes.io/last-change-trigger-time` as the EndpointSlice
+  controller does) every 2 s, whether or not the ones before have been seen; latency is
+  from the guest's request to the kernel showing the new endpoint taking traffic and the
+  old one not (IPVS: the virtual server's destinations over netlink; nftables mode: the
+  Service's chain and its numgen map over netlink). A change not seen within the timeout
+  counts at the timeout, a lower bound, in the p99. **CPU a minute** is the CPU over
+  exactly the changes' period (k changes: k × 2 s): what that rate costs, however few
+  changes a saturated tool got through. kube-proxy's own view of the same series is its
+  /metrics (port 10249): `kubeproxy_sync_proxy_rules_duration_seconds` and
+  `kubeproxy_network_programming_duration_seconds`, the series' delta, read as the
+  bucket holding the p99 (network programming is timed from the trigger time on the
+  host's clock to the sync's end on the guest's).
 - **burst**: that many changes (distinct Services) written concurrently by the host;
   time from the request to the kernel showing all of them.
 - **kernel operations per change** (kube-ipvs only): the change series' delta of
-  `kube_ipvs_operations_total` on the agent's /metrics, divided by the changes: each
-  is one netlink request (reads of the kernel during resyncs are not counted).
+  `kube_ipvs_operations_total`, divided by the changes.
+- **goals**: a table per variant, judged on its largest N's medians: goal, measure,
+  threshold, what was measured, met or missed. A value missing, never reached or measured
+  over too short a window misses its goal. kube-proxy's side of a latency goal is the
+  lower bound of the bucket holding its own network programming p99, so neither the
+  harness's timeout nor a bucket's width can meet a goal.
 
 HEAD
 fi

@@ -1,6 +1,6 @@
 // Package report turns the runs of one `make bench` into the section of
-// docs/benchmarks.md (context, one table with ratios, the goals of issue 12
-// met or missed) and the plot beside it.
+// docs/benchmarks.md (context, one table of medians with ratios, the goals
+// as data, met or missed) and the plot beside it.
 package report
 
 import (
