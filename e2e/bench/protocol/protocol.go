@@ -18,6 +18,12 @@ const (
 	PathGuest  = "/guest"  // POST: Guest
 )
 
+// TriggerParam (on PathChange and PathBurst) is the guest's clock when it
+// asked, RFC 3339: the host stamps it on the EndpointSlices as their
+// last-change-trigger-time, so that kube-proxy's network programming
+// latency and the guest's are timed on one clock.
+const TriggerParam = "trigger"
+
 // Service port: every bench Service is TCP Port -> TargetPort, port name PortName.
 const (
 	Port       = 80

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,7 @@ import (
 // histAt is a histogram with count observations in the bucket ending at
 // bound (bounds 0.5, 1, 2, 5, 60, 120, +Inf).
 func histAt(bound float64, count float64) *result.Histogram {
-	h := &result.Histogram{Count: count, Bounds: []float64{0.5, 1, 2, 5, 60, 120, posInf}}
+	h := &result.Histogram{Count: count, Bounds: []float64{0.5, 1, 2, 5, 60, 120}}
 	for _, b := range h.Bounds {
 		c := 0.0
 		if b >= bound {
@@ -23,8 +22,6 @@ func histAt(bound float64, count float64) *result.Histogram {
 	}
 	return h
 }
-
-var posInf = math.Inf(1)
 
 func tool(name string, serve, serveCPU float64) result.Tool {
 	return result.Tool{Name: name, Run: 1, ServeSeconds: serve, ServeCPU: serveCPU, ColdSeconds: serve / 2,

@@ -149,7 +149,8 @@ type Tool struct {
 }
 
 // Histogram is a Prometheus histogram's delta over a window: the count,
-// the sum and the cumulative buckets (upper bound -> count, +Inf last).
+// the sum and the cumulative buckets of its finite upper bounds (the
+// count is the +Inf bucket).
 type Histogram struct {
 	Count   float64   `json:"count"`
 	Sum     float64   `json:"sum"`
@@ -185,9 +186,7 @@ func (h *Histogram) QuantileAbove(q float64) float64 {
 		if c >= rank {
 			return below
 		}
-		if !math.IsInf(h.Bounds[i], 1) {
-			below = h.Bounds[i]
-		}
+		below = h.Bounds[i]
 	}
 	return below
 }

@@ -20,6 +20,7 @@ import (
 // observer reads one kind of kernel table.
 type observer interface {
 	full() (bool, time.Time, error)             // every Service with all its endpoints, as of when
+	notFull() string                            // what the last full() found missing
 	seen(ch protocol.Change) (bool, error)      // one change, cheaply
 	seenAll(chs []protocol.Change) (int, error) // how many of chs, one read of everything
 	close()
@@ -236,7 +237,7 @@ func changes(t *result.Tool, s settings, obs observer, pid int, name string) err
 		}
 		if issuing && !now.Before(series.Add(time.Duration(k)*s.spacing)) {
 			var ch protocol.Change
-			if err := call("POST", s.ctl+protocol.PathChange, nil, &ch); err != nil {
+			if err := call("POST", s.ctl+protocol.PathChange+"?"+protocol.TriggerParam+"="+now.UTC().Format(time.RFC3339Nano), nil, &ch); err != nil {
 				return err
 			}
 			wait = append(wait, pending{k: k, ch: ch, start: now})
@@ -294,7 +295,7 @@ func burst(t *result.Tool, s settings, obs observer, pid int, name string) error
 	}
 	start := time.Now()
 	var b protocol.Burst
-	if err := call("POST", fmt.Sprintf("%s%s?count=%d", s.ctl, protocol.PathBurst, s.burst), nil, &b); err != nil {
+	if err := call("POST", fmt.Sprintf("%s%s?count=%d&%s=%s", s.ctl, protocol.PathBurst, s.burst, protocol.TriggerParam, start.UTC().Format(time.RFC3339Nano)), nil, &b); err != nil {
 		return err
 	}
 	if b.Errors > 0 {

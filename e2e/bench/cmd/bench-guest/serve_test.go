@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -94,6 +96,10 @@ kubeproxy_network_programming_duration_seconds_count 13
 	if q := h.QuantileAbove(0.99); q != 60 {
 		t.Errorf("p99 > %v, want 60", q)
 	}
+	// The result goes to the host as JSON, which has no infinity.
+	if _, err := json.Marshal(h); err != nil {
+		t.Errorf("not JSON: %v", err)
+	}
 	if histDelta(before, "", "kubeproxy_network_programming_duration_seconds") != nil {
 		t.Error("a histogram absent after the window: want nil")
 	}
@@ -131,5 +137,18 @@ func TestSamplerSpread(t *testing.T) {
 	}
 	if s := newSampler(nil, vips[:10], 80, 100); len(s.targets) != 10 {
 		t.Fatalf("a sample larger than N: %d targets", len(s.targets))
+	}
+}
+
+func TestNotWhole(t *testing.T) {
+	a, b := netip.MustParseAddr("10.96.1.0"), netip.MustParseAddr("10.96.1.1")
+	r1, r2 := netip.MustParseAddr("10.128.0.0"), netip.MustParseAddr("10.128.0.1")
+	tab := ipvsTable{a: {r1: 1, r2: 1}}
+	if m := notWhole(tab, []netip.Addr{a}, 2); m != "" {
+		t.Errorf("whole table: %q", m)
+	}
+	tab[a][r2] = 0
+	if m := notWhole(tab, []netip.Addr{a, b}, 2); m != "2 virtual servers without 2 live real servers (10.96.1.0: 1 live of 2 real servers)" {
+		t.Errorf("got %q", m)
 	}
 }

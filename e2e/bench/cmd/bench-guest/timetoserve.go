@@ -62,7 +62,7 @@ func serve(t *result.Tool, s settings, plan protocol.Plan, name string, obs obse
 					return err
 				}
 			} else {
-				missing = append(missing, "the table is not whole")
+				missing = append(missing, "the table is not whole: "+obs.notFull())
 			}
 		}
 		if addrsAt < 0 {
@@ -312,7 +312,9 @@ func histDelta(before, after, name string) *result.Histogram {
 	b0, c0, s0, _ := parseHistogram(before, name)
 	h := &result.Histogram{Count: c1 - c0, Sum: s1 - s0}
 	for b := range b1 {
-		h.Bounds = append(h.Bounds, b)
+		if !math.IsInf(b, 1) { // JSON has no infinity; the count holds the +Inf bucket
+			h.Bounds = append(h.Bounds, b)
+		}
 	}
 	sort.Float64s(h.Bounds)
 	for _, b := range h.Bounds {

@@ -198,7 +198,7 @@ func slice(i int, addrs []string) *discoveryv1.EndpointSlice {
 
 // next reserves the next change: which Service, which endpoint goes, which
 // comes. The write happens in apply.
-func (c *cluster) next() (protocol.Change, *discoveryv1.EndpointSlice) {
+func (c *cluster) next(at time.Time) (protocol.Change, *discoveryv1.EndpointSlice) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := (c.nextSvc * c.stride) % c.n
@@ -211,7 +211,7 @@ func (c *cluster) next() (protocol.Change, *discoveryv1.EndpointSlice) {
 	next := cur.DeepCopy()
 	// As the EndpointSlice controller stamps it: kube-proxy observes its
 	// network programming latency only for slices that carry it.
-	next.Annotations[triggerTime] = time.Now().UTC().Format(time.RFC3339Nano)
+	next.Annotations[triggerTime] = at.UTC().Format(time.RFC3339Nano)
 	ch := protocol.Change{Index: i, Name: cur.Name, VIP: protocol.VIP(i).String(), Del: next.Endpoints[pos].Addresses[0], Add: fresh}
 	next.Endpoints[pos].Addresses = []string{fresh}
 	c.slices[i] = next // the next change to this Service builds on this one
@@ -231,14 +231,14 @@ func (c *cluster) apply(ctx context.Context, ch protocol.Change, s *discoveryv1.
 }
 
 // burst reserves k changes (distinct Services) and writes them all at once.
-func (c *cluster) burst(ctx context.Context, k int) protocol.Burst {
+func (c *cluster) burst(ctx context.Context, k int, at time.Time) protocol.Burst {
 	type item struct {
 		ch protocol.Change
 		s  *discoveryv1.EndpointSlice
 	}
 	items := make([]item, k)
 	for i := range items {
-		items[i].ch, items[i].s = c.next()
+		items[i].ch, items[i].s = c.next(at)
 	}
 	var b protocol.Burst
 	var mu sync.Mutex
