@@ -21,10 +21,16 @@ import (
 // address (TCP, protocol.Port) -> real server address -> weight.
 type ipvsTable map[netip.Addr]map[netip.Addr]int
 
-// readProcIPVS reads /proc/net/ip_vs: the whole table in one read, however
-// large, with no netlink dump to page through.
+// procIPVSPath is the IPVS table of the calling thread's network namespace.
+// Not /proc/net/ip_vs: that is /proc/self/net, the namespace of the
+// process's first thread, which may be one of the pod dialer's threads
+// (moved into the pod's namespace, where the table is empty).
+const procIPVSPath = "/proc/thread-self/net/ip_vs"
+
+// readProcIPVS reads the IPVS table from /proc: the whole table in one
+// read, however large, with no netlink dump to page through.
 func readProcIPVS() (ipvsTable, error) {
-	f, err := os.Open("/proc/net/ip_vs")
+	f, err := os.Open(procIPVSPath)
 	if err != nil {
 		return nil, fmt.Errorf("read the IPVS table: %w", err)
 	}
