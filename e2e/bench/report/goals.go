@@ -80,9 +80,51 @@ func (g Goal) otherValue(r result.Run) (float64, string) {
 	return st.med, bare(st.med, g.Measure) + " " + metricNamed(g.Measure).unit
 }
 
+// serveBound is a serving measure with a tool that did not serve within
+// the run's bound taken at the bound: the time at least the bound, the CPU
+// at least what it had used by then. atLeast says some run was bounded.
+func serveBound(r result.Run, tool, measure string) (st stat, atLeast bool) {
+	st = statOf(r, tool, func(_ result.Run, t result.Tool) float64 {
+		if t.ServeSeconds >= 0 {
+			if measure == MServe {
+				return t.ServeSeconds
+			}
+			return t.ServeCPU
+		}
+		atLeast = true
+		switch {
+		case measure == MServeCPU && t.ServeCPU > 0:
+			return t.ServeCPU
+		case measure == MServe && r.ColdTimeout > 0:
+			return r.ColdTimeout
+		}
+		return math.NaN()
+	})
+	return st, atLeast
+}
+
 // judge is the goal on one boot: what was measured and whether it is met.
 func (g Goal) judge(r result.Run) (string, bool) {
 	m := metricNamed(g.Measure)
+	if g.Measure == MServe || g.Measure == MServeCPU {
+		for _, t := range r.All(result.KubeIPVS) {
+			if t.ServeSeconds < 0 {
+				return "kube-ipvs did not serve within the bound", false
+			}
+		}
+		ki := statOf(r, result.KubeIPVS, m.value)
+		other, atLeast := serveBound(r, g.Against, g.Measure)
+		if ki.n == 0 || other.n == 0 || ki.med == 0 {
+			return "not measured", false
+		}
+		ge := ""
+		if atLeast {
+			ge = "≥ "
+		}
+		x := other.med / ki.med
+		return fmt.Sprintf("%s: %s%s %s, kube-ipvs %s %s: %s%s×", ToolTitle[g.Against], ge, bare(other.med, ""), m.unit,
+			bare(ki.med, ""), m.unit, ge, bare(x, "")), x >= g.Threshold
+	}
 	ki := statOf(r, result.KubeIPVS, m.value)
 	if ki.n == 0 {
 		return "kube-ipvs not measured", false

@@ -120,6 +120,7 @@ func TestGoalsFail(t *testing.T) {
 	}
 	for _, g := range []string{
 		"serves ≥ 5× sooner than kube-proxy IPVS",
+		"CPU until serving ≥ 5× lower than kube-proxy IPVS",
 		"kubernetes.default serves within 5 s of the informers' sync",
 		"idle CPU (≥ 2 periods of whole reads) no higher than kube-proxy nftables",
 		"change p99 ≥ 20× lower than kube-proxy IPVS's own network programming p99",
@@ -159,5 +160,31 @@ func TestSection(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("section lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// A kube-proxy that did not serve within the bound took at least the
+// bound: the goal divides that, says so, and a bound too short to show
+// the factor misses.
+func TestGoalsServeBound(t *testing.T) {
+	r := boot(10000)
+	r.ColdTimeout = 900
+	for i := range r.Tools {
+		if r.Tools[i].Name == result.KubeProxyIPVS {
+			r.Tools[i].ServeSeconds, r.Tools[i].ServeCPU = -1, 800
+		}
+	}
+	g := GoalsTable([]result.Run{r})
+	for _, want := range []string{
+		"| serves ≥ 5× sooner than kube-proxy IPVS | time to serve | kube-proxy IPVS ÷ kube-ipvs ≥ 5.00 | kube-proxy IPVS: ≥ 900 s, kube-ipvs 5.00 s: ≥ 180× | met |",
+		"| CPU until serving ≥ 5× lower than kube-proxy IPVS | CPU by then | kube-proxy IPVS ÷ kube-ipvs ≥ 5.00 | kube-proxy IPVS: ≥ 800 CPU-s, kube-ipvs 5.00 CPU-s: ≥ 160× | met |",
+	} {
+		if !strings.Contains(g, want) {
+			t.Errorf("goals lack %q:\n%s", want, g)
+		}
+	}
+	r.ColdTimeout = 20 // 20 s ÷ 5 s: the bound shows only 4×
+	if g := GoalsTable([]result.Run{r}); !strings.Contains(g, "kube-ipvs 5.00 s: ≥ 4.00× | missed |") {
+		t.Errorf("a bound too short met the goal:\n%s", g)
 	}
 }

@@ -39,6 +39,7 @@ type Run struct {
 	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
 	ChangeBudget     float64   `json:"change_budget_s"`   // a tool's change series stops after this (0: none)
 	ChangeTimeout    float64   `json:"change_timeout_s"`  // a change not seen by then is a timeout (0: not recorded)
+	ColdTimeout      float64   `json:"cold_timeout_s"`    // a tool not serving by then is recorded as not serving (0: not recorded)
 	Variant          string    `json:"variant"`           // where the endpoints are
 	LocalEvery       int       `json:"local_every"`       // one endpoint in this many names the node (0: none)
 	RunsRequested    int       `json:"runs_requested"`    // runs of every tool
@@ -81,7 +82,7 @@ type Tool struct {
 	// has answered through its ClusterIP from a pod. -1: not within the
 	// cold-start bound. Each part's own time beside it (-1: never whole).
 	ServeSeconds  float64 `json:"serve_s"`
-	ServeCPU      float64 `json:"serve_cpu_s"`
+	ServeCPU      float64 `json:"serve_cpu_s"` // not serving: the CPU at the bound, a lower bound
 	AddrsSeconds  float64 `json:"addrs_s"`     // every ClusterIP bound (IPVS tools; 0 for nftables mode)
 	SetsSeconds   float64 `json:"sets_s"`      // sets and rules in place (IPVS tools; 0 for nftables mode)
 	SampleSeconds float64 `json:"sample_s"`    // the last of the sample answered

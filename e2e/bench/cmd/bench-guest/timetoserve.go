@@ -110,6 +110,9 @@ func serve(t *result.Tool, s settings, plan protocol.Plan, name string, obs obse
 		}
 		if time.Since(start) > s.coldTimeout {
 			t.ServeMissing = strings.Join(missing, "; ")
+			if cpu, err := cpuSeconds(pid); err == nil {
+				t.ServeCPU = cpu // what not serving cost: a lower bound
+			}
 			if tableAt < 0 {
 				return fmt.Errorf("table not full within %s", s.coldTimeout)
 			}

@@ -103,7 +103,7 @@ func run(o options) error {
 		N: o.n, EndpointsPerSvc: o.endpoints, Started: start.UTC(), Machine: machine(),
 		Versions: o.versions, ChangesRequested: o.changes, ChangeSpacing: o.spacing.Seconds(),
 		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(), ChangeBudget: o.changeBudget.Seconds(),
-		ChangeTimeout: o.changeTimeout.Seconds(), LocalEvery: o.localEvery, Variant: variantName(o.localEvery),
+		ChangeTimeout: o.changeTimeout.Seconds(), ColdTimeout: o.coldTimeout.Seconds(), LocalEvery: o.localEvery, Variant: variantName(o.localEvery),
 		RunsRequested: o.runs, SampleRequested: o.sample,
 	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
