@@ -18,6 +18,12 @@ const (
 	PathGuest  = "/guest"  // POST: Guest
 )
 
+// TriggerParam (on PathChange and PathBurst) is the guest's clock when it
+// asked, RFC 3339: the host stamps it on the EndpointSlices as their
+// last-change-trigger-time, so that kube-proxy's network programming
+// latency and the guest's are timed on one clock.
+const TriggerParam = "trigger"
+
 // Service port: every bench Service is TCP Port -> TargetPort, port name PortName.
 const (
 	Port       = 80
@@ -30,7 +36,19 @@ type Plan struct {
 	N         int      `json:"n"`
 	Endpoints int      `json:"endpoints"` // per Service
 	VIPs      []string `json:"vips"`      // index: the Service
+	// Local is every endpoint address whose nodeName is the VM's node, as
+	// the Services stand now (changes keep an endpoint's nodeName).
+	Local []string `json:"local,omitempty"`
 }
+
+// Kubernetes is the default/kubernetes Service as the bench's API server
+// makes it, and its endpoint as the guest reaches the API server.
+const (
+	KubernetesVIP      = "10.96.0.1"
+	KubernetesPort     = 443
+	KubernetesEndpoint = "10.0.2.100" // the VM's forward to the host
+	KubernetesTarget   = 6443
+)
 
 // Change is one EndpointSlice write: in Service Index, Del replaced by Add.
 type Change struct {

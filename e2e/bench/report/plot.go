@@ -15,6 +15,14 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
 )
 
+var (
+	serveTime = func(r result.Run, t result.Tool) float64 { return neverIsInf(t.ServeSeconds) }
+	p50       = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }
+	p99       = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }
+	idle      = func(r result.Run, t result.Tool) float64 { return t.IdlePerMinute() }
+	rss       = func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }
+)
+
 var toolColor = map[string]color.Color{
 	result.KubeProxyIPVS: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	result.KubeProxyNFT:  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
@@ -28,18 +36,26 @@ type series struct {
 	value  func(r result.Run, t result.Tool) float64
 }
 
-// Plot draws change latency, cold start, idle CPU and peak RSS against N,
-// one line per tool, into a PNG at path.
+// Plot draws change latency, time to serve, idle CPU and peak RSS against
+// N (the medians of the first variant's boots), one line per tool, into a
+// PNG at path.
 func Plot(runs []result.Run, path string) error {
 	runs = sorted(runs)
+	var first []result.Run
+	for _, r := range runs {
+		if variant(r) == variant(runs[0]) {
+			first = append(first, r)
+		}
+	}
+	runs = first
 	panels := []struct {
 		title, unit string
 		log         bool
 		series      []series
 	}{
 		{"one endpoint change: p50 (solid), p99 (dashed)", "seconds (log)", true, []series{{"p50", false, p50}, {"p99", true, p99}}},
-		{"cold start to the full table", "seconds", false, []series{{"", false, cold}}},
-		{"idle CPU", "CPU-seconds per idle window", false, []series{{"", false, idle}}},
+		{"time to serve", "seconds", false, []series{{"", false, serveTime}}},
+		{"idle CPU", "CPU-seconds a minute", false, []series{{"", false, idle}}},
 		{"peak RSS", "MB", false, []series{{"", false, rss}}},
 	}
 	grid := [][]*plot.Plot{make([]*plot.Plot, 2), make([]*plot.Plot, 2)}
@@ -104,11 +120,7 @@ func Plot(runs []result.Run, path string) error {
 func points(runs []result.Run, tool string, value func(result.Run, result.Tool) float64, log bool) plotter.XYs {
 	var xys plotter.XYs
 	for _, r := range runs {
-		t, ok := r.Find(tool)
-		if !ok || t.Error != "" {
-			continue
-		}
-		v := value(r, t)
+		v := statOf(r, tool, value).med
 		if math.IsNaN(v) || math.IsInf(v, 0) || log && v <= 0 {
 			continue
 		}

@@ -1,6 +1,6 @@
 // Package report turns the runs of one `make bench` into the section of
-// docs/benchmarks.md (context, one table with ratios, the goals of issue 12
-// met or missed) and the plot beside it.
+// docs/benchmarks.md (context, one table of medians with ratios, the goals
+// as data, met or missed) and the plot beside it.
 package report
 
 import (
@@ -44,79 +44,246 @@ func burstSeconds(r result.Run, t result.Tool) float64 {
 	return t.BurstSeconds
 }
 
-var metrics = []metric{
-	{"cold start to the full table", "s", func(r result.Run, t result.Tool) float64 { return t.ColdSeconds }},
-	{"cold-start CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.ColdCPU }},
-	{"start work done (quiet)", "s", func(r result.Run, t result.Tool) float64 {
-		if t.SettleSeconds < 0 {
-			return math.Inf(1)
-		}
-		return t.SettleSeconds
-	}},
-	{"start work CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.SettleCPU }},
-	{"peak RSS", "MB", func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }},
-	{"changes measured", "", func(r result.Run, t result.Tool) float64 { return float64(len(t.Latencies) + t.Timeouts) }},
-	{"one change, p50", "s", func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }},
-	{"one change, p99", "s", func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }},
-	{"one change, max", "s", func(r result.Run, t result.Tool) float64 { return result.Max(t.Latencies) }},
-	{"CPU per change (series CPU ÷ changes)", "CPU-s", cpuPerChange},
-	{"burst: converged", "s", burstSeconds},
-	{"burst: CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.BurstCPU }},
-	{"idle CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.IdleCPU }},
+// neverIsInf: -1 (never within the bound) reads as +Inf, so that medians
+// and goals treat it as slower than any time.
+func neverIsInf(v float64) float64 {
+	if v < 0 {
+		return math.Inf(1)
+	}
+	return v
 }
 
-// Table is the one table of a run set: a row per N and measure, a column
-// per tool, and the ratio of each kube-proxy mode to kube-ipvs (above 1:
-// kube-ipvs is lower, i.e. better, by that factor).
+// ipvsOnly: a part of serving that nftables mode has no such thing as.
+func ipvsOnly(f func(t result.Tool) float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 {
+		if t.Name == result.KubeProxyNFT {
+			return math.NaN()
+		}
+		return neverIsInf(f(t))
+	}
+}
+
+// kubernetesAfterSync is kubernetes.default's first answer after the
+// informers' sync, or after the process start when its log does not say
+// (SyncSeconds -1). +Inf: never answered.
+func kubernetesAfterSync(r result.Run, t result.Tool) float64 {
+	if t.KubernetesSeconds < 0 {
+		return math.Inf(1)
+	}
+	return t.KubernetesSeconds - max(t.SyncSeconds, 0)
+}
+
+// hist reads one quantile of kube-proxy's own histogram (the bucket's upper bound).
+func hist(h func(t result.Tool) *result.Histogram, q float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 { return h(t).Quantile(q) }
+}
+
+var (
+	syncRules  = func(t result.Tool) *result.Histogram { return t.SyncRules }
+	netProgram = func(t result.Tool) *result.Histogram { return t.NetProgram }
+)
+
+// Metric names the goals refer to.
+const (
+	MServe       = "time to serve"
+	MServeCPU    = "CPU by then"
+	MKubernetes  = "kubernetes.default after the informers' sync"
+	MPeakRSS     = "peak RSS"
+	MP50         = "one change, p50"
+	MP99         = "one change, p99"
+	MMax         = "one change, max"
+	MCPUMinute   = "CPU a minute, one change every 2 s"
+	MIdleMinute  = "idle CPU a minute"
+	MNetProgP99  = "its own network programming, p99 ≤"
+	MSyncRuleP99 = "its own rules sync, p99 ≤"
+)
+
+var metrics = []metric{
+	{MServe, "s", func(r result.Run, t result.Tool) float64 { return neverIsInf(t.ServeSeconds) }},
+	{MServeCPU, "CPU-s", func(r result.Run, t result.Tool) float64 {
+		if t.ServeSeconds < 0 {
+			return math.NaN()
+		}
+		return t.ServeCPU
+	}},
+	{"… the table whole", "s", func(r result.Run, t result.Tool) float64 { return t.ColdSeconds }},
+	{"… every ClusterIP bound", "s", ipvsOnly(func(t result.Tool) float64 { return t.AddrsSeconds })},
+	{"… sets and rules in place", "s", ipvsOnly(func(t result.Tool) float64 { return t.SetsSeconds })},
+	{"… the sample answering from a pod", "s", func(r result.Run, t result.Tool) float64 { return neverIsInf(t.SampleSeconds) }},
+	{"kubernetes.default answers", "s", func(r result.Run, t result.Tool) float64 { return neverIsInf(t.KubernetesSeconds) }},
+	{MKubernetes, "s", kubernetesAfterSync},
+	{"start work done (quiet)", "s", func(r result.Run, t result.Tool) float64 { return neverIsInf(t.SettleSeconds) }},
+	{"start work CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.SettleCPU }},
+	{MPeakRSS, "MB", func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }},
+	{"changes measured", "", func(r result.Run, t result.Tool) float64 { return float64(len(t.Latencies) + t.Timeouts) }},
+	{MP50, "s", func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }},
+	{MP99, "s", func(r result.Run, t result.Tool) float64 {
+		v, _ := result.CensoredPercentile(t.Latencies, t.Timeouts, r.ChangeTimeout, 99)
+		return v
+	}},
+	{MMax, "s", func(r result.Run, t result.Tool) float64 { return result.Max(t.Latencies) }},
+	{MCPUMinute, "CPU-s", func(r result.Run, t result.Tool) float64 { return t.CPUPerMinute() }},
+	{MSyncRuleP99, "s", hist(syncRules, 0.99)},
+	{MNetProgP99, "s", hist(netProgram, 0.99)},
+	{"burst: converged", "s", burstSeconds},
+	{"burst: CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.BurstCPU }},
+	{MIdleMinute, "CPU-s", func(r result.Run, t result.Tool) float64 { return t.IdlePerMinute() }},
+}
+
+// metricNamed is the metric of that name.
+func metricNamed(name string) metric {
+	for _, m := range metrics {
+		if m.name == name {
+			return m
+		}
+	}
+	panic("report: no metric " + name) // a goal naming no metric is a bug in this file
+}
+
+// stat is one measure of one tool over a boot's runs: the median, the
+// spread (min and max) and how many runs had a value.
+type stat struct {
+	med, lo, hi float64
+	n           int
+	failed      bool // some run of the tool failed
+}
+
+// statOf is f over every run of tool in r; NaN when no run has a value.
+func statOf(r result.Run, tool string, f func(result.Run, result.Tool) float64) stat {
+	var xs []float64
+	st := stat{med: math.NaN(), lo: math.NaN(), hi: math.NaN()}
+	for _, t := range r.All(tool) {
+		if t.Error != "" {
+			st.failed = true
+		}
+		v := f(r, t)
+		if t.Error != "" && v == 0 || math.IsNaN(v) {
+			continue
+		}
+		xs = append(xs, v)
+	}
+	if len(xs) == 0 {
+		return st
+	}
+	sort.Float64s(xs)
+	st.n, st.lo, st.hi = len(xs), xs[0], xs[len(xs)-1]
+	if len(xs)%2 == 1 {
+		st.med = xs[len(xs)/2]
+	} else {
+		a, b := xs[len(xs)/2-1], xs[len(xs)/2]
+		if math.IsInf(b, 1) {
+			st.med = b
+		} else {
+			st.med = (a + b) / 2
+		}
+	}
+	return st
+}
+
+// Table is the one table of a run set: a row per boot (N, variant) and
+// measure, a column per tool (the median over the boot's runs, with the
+// spread when there were several), and the ratio of each kube-proxy
+// mode's median to kube-ipvs's (above 1: kube-ipvs is lower, i.e.
+// better, by that factor).
 func Table(runs []result.Run) string {
 	var b strings.Builder
-	b.WriteString("| N | measure | kube-proxy IPVS | kube-proxy nftables | kube-ipvs | IPVS ÷ kube-ipvs | nftables ÷ kube-ipvs |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| N | endpoints | measure | kube-proxy IPVS | kube-proxy nftables | kube-ipvs | IPVS ÷ kube-ipvs | nftables ÷ kube-ipvs |\n")
+	b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range sorted(runs) {
 		for _, m := range metrics {
 			name := m.name
 			switch {
 			case strings.HasPrefix(name, "burst"):
 				name = fmt.Sprintf("%s (%d changes)", name, r.BurstRequested)
-			case name == "idle CPU":
-				name = fmt.Sprintf("idle CPU over %.0f s", r.IdleSeconds)
 			case name == "changes measured":
 				name = fmt.Sprintf("changes measured (of %d asked)", r.ChangesRequested)
+			case name == "… the sample answering from a pod":
+				name = fmt.Sprintf("… the sample (%d Services) answering from a pod", r.SampleRequested)
 			}
-			noRatio := m.unit == ""
 			vals := map[string]float64{}
 			cells := []string{}
 			for _, tool := range Tools {
-				t, ok := r.Find(tool)
-				if !ok || t.Error != "" && m.value(r, t) == 0 {
-					cells = append(cells, "—")
-					vals[tool] = math.NaN()
-					continue
-				}
-				v := m.value(r, t)
-				vals[tool] = v
-				cells = append(cells, cell(v, m.unit, t, m.name))
+				st := statOf(r, tool, m.value)
+				vals[tool] = st.med
+				cells = append(cells, statCell(st, m.unit, r, tool, m.name))
 			}
 			r1, r2 := ratio(vals[result.KubeProxyIPVS], vals[result.KubeIPVS]), ratio(vals[result.KubeProxyNFT], vals[result.KubeIPVS])
-			if noRatio {
+			if m.unit == "" {
 				r1, r2 = "", ""
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", shortN(r.N), name, strings.Join(cells, " | "), r1, r2)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", shortN(r.N), variant(r), name, strings.Join(cells, " | "), r1, r2)
 		}
-		if t, ok := r.Find(result.KubeIPVS); ok && t.OpsPerChange >= 0 {
-			fmt.Fprintf(&b, "| %s | kube-ipvs kernel operations per change (burst: total) | | | %.1f (%.0f) | | |\n", shortN(r.N), t.OpsPerChange, t.BurstOps)
+		if st := statOf(r, result.KubeIPVS, func(_ result.Run, t result.Tool) float64 {
+			if t.OpsPerChange < 0 {
+				return math.NaN()
+			}
+			return t.OpsPerChange
+		}); st.n > 0 {
+			fmt.Fprintf(&b, "| %s | %s | kube-ipvs kernel operations per change | | | %.1f | | |\n", shortN(r.N), variant(r), st.med)
 		}
 	}
 	return b.String()
 }
 
-func cell(v float64, unit string, t result.Tool, name string) string {
+// variant names where a boot's endpoints were.
+func variant(r result.Run) string {
+	if r.Variant == "" {
+		return result.VariantNoNode
+	}
+	return r.Variant
+}
+
+// statCell is a median, and its spread when there was more than one run.
+func statCell(st stat, unit string, r result.Run, tool, name string) string {
+	s := "—"
+	if st.n > 0 {
+		s = cell(st.med, unit, name)
+	}
+	if st.n > 1 && unit != "" && !(st.lo == st.hi) {
+		s += fmt.Sprintf(" (%s–%s)", bare(st.lo, name), bare(st.hi, name))
+	}
+	if name == MMax {
+		never := 0
+		for _, t := range r.All(tool) {
+			never += t.Timeouts
+		}
+		if never > 0 {
+			s += fmt.Sprintf(" (+%d never seen)", never)
+		}
+	}
+	if name == MIdleMinute && st.n > 0 {
+		if ts := r.All(tool); len(ts) > 0 {
+			s += fmt.Sprintf(" over %.0f s", ts[0].IdleWindow)
+			if ts[0].IdleShort {
+				s += " (< 2 periods)"
+			}
+		}
+	}
+	if st.failed {
+		s += " (a run failed)"
+	}
+	return s
+}
+
+// bare is a value without its unit (Inf as "never").
+func bare(v float64, name string) string {
+	if math.IsInf(v, 1) {
+		return "never"
+	}
+	return num(v)
+}
+
+func cell(v float64, unit string, name string) string {
 	var s string
 	switch {
 	case math.IsInf(v, 1) && name == "start work done (quiet)":
 		s = "never quiet"
-	case math.IsInf(v, 1):
+	case math.IsInf(v, 1) && strings.HasPrefix(name, "burst"):
 		s = "not converged"
+	case math.IsInf(v, 1) && strings.HasPrefix(name, "its own"):
+		s = "> largest bucket"
+	case math.IsInf(v, 1):
+		s = "never"
 	case unit == "":
 		s = fmt.Sprintf("%.0f", v)
 	case math.IsNaN(v):
@@ -125,12 +292,6 @@ func cell(v float64, unit string, t result.Tool, name string) string {
 		s = fmt.Sprintf("%.0f MB", v)
 	default:
 		s = num(v) + " " + unit
-	}
-	if name == "one change, max" && t.Timeouts > 0 {
-		s += fmt.Sprintf(" (+%d never seen)", t.Timeouts)
-	}
-	if t.Error != "" {
-		s += " (run failed)"
 	}
 	return s
 }
@@ -171,8 +332,20 @@ func shortN(n int) string {
 	return fmt.Sprint(n)
 }
 
+// sorted orders boots by variant (as given: the first seen first), then N.
 func sorted(runs []result.Run) []result.Run {
 	s := append([]result.Run(nil), runs...)
-	sort.Slice(s, func(i, j int) bool { return s[i].N < s[j].N })
+	rank := map[string]int{}
+	for _, r := range runs {
+		if _, ok := rank[variant(r)]; !ok {
+			rank[variant(r)] = len(rank)
+		}
+	}
+	sort.SliceStable(s, func(i, j int) bool {
+		if a, b := rank[variant(s[i])], rank[variant(s[j])]; a != b {
+			return a < b
+		}
+		return s[i].N < s[j].N
+	})
 	return s
 }

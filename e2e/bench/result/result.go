@@ -16,7 +16,15 @@ const (
 	KubeIPVS      = "kube-ipvs"
 )
 
-// Run is one VM boot at one N: every tool, one after the other.
+// Variants: where the endpoints are (Run.Variant; "1 in K on the node"
+// for a share).
+const (
+	VariantNoNode   = "no node named"
+	VariantAllLocal = "all on the node"
+)
+
+// Run is one VM boot at one N and one variant: every tool, one after the
+// other, RunsRequested times (the order alternating).
 type Run struct {
 	N                int       `json:"n"`
 	EndpointsPerSvc  int       `json:"endpoints_per_service"`
@@ -31,7 +39,12 @@ type Run struct {
 	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
 	ChangeBudget     float64   `json:"change_budget_s"`   // a tool's change series stops after this (0: none)
 	ChangeTimeout    float64   `json:"change_timeout_s"`  // a change not seen by then is a timeout (0: not recorded)
-	Tools            []Tool    `json:"tools"`             // in the order measured
+	ColdTimeout      float64   `json:"cold_timeout_s"`    // a tool not serving by then is recorded as not serving (0: not recorded)
+	Variant          string    `json:"variant"`           // where the endpoints are
+	LocalEvery       int       `json:"local_every"`       // one endpoint in this many names the node (0: none)
+	RunsRequested    int       `json:"runs_requested"`    // runs of every tool
+	SampleRequested  int       `json:"sample_requested"`  // Services asked from a pod before serving counts
+	Tools            []Tool    `json:"tools"`             // in the order measured, every run
 	Notes            []string  `json:"notes,omitempty"`   // anything that went wrong around the tools
 	GuestKernel      string    `json:"guest_kernel"`      // uname -r in the VM
 	GuestCPUs        int       `json:"guest_cpus"`        // in the VM
@@ -60,6 +73,30 @@ type Tool struct {
 	Error     string   `json:"error,omitempty"` // the measurement could not finish
 	Log       []string `json:"log_tail,omitempty"`
 	LogErrors int      `json:"log_errors"` // error lines in the tool's log
+	Run       int      `json:"run"`        // 1..RunsRequested
+	Order     int      `json:"order"`      // 1: measured first in its run
+
+	// Time to serve: process start until every Service serves (the kernel
+	// table whole, every ClusterIP bound on kube-ipvs0 for the IPVS tools,
+	// their sets and nat rules in place) and every Service of the sample
+	// has answered through its ClusterIP from a pod. -1: not within the
+	// cold-start bound. Each part's own time beside it (-1: never whole).
+	ServeSeconds  float64 `json:"serve_s"`
+	ServeCPU      float64 `json:"serve_cpu_s"` // not serving: the CPU at the bound, a lower bound
+	AddrsSeconds  float64 `json:"addrs_s"`     // every ClusterIP bound (IPVS tools; 0 for nftables mode)
+	SetsSeconds   float64 `json:"sets_s"`      // sets and rules in place (IPVS tools; 0 for nftables mode)
+	SampleSeconds float64 `json:"sample_s"`    // the last of the sample answered
+	SampleSize    int     `json:"sample_size"` // Services in the sample
+	SampleOK      int     `json:"sample_ok"`   // of them, answered
+	ServeMissing  string  `json:"serve_missing,omitempty"`
+
+	// kubernetes.default: process start until a pod completes a TLS
+	// handshake with the API server through 10.96.0.1:443 (-1: never);
+	// SyncSeconds: process start until the tool's log says its informers
+	// have synced (-1: not in its log; SyncFrom says which lines).
+	KubernetesSeconds float64 `json:"kubernetes_s"`
+	SyncSeconds       float64 `json:"sync_s"`
+	SyncFrom          string  `json:"sync_from"`
 
 	// Cold start: process start to the full table in the kernel.
 	ColdSeconds float64 `json:"cold_s"`
@@ -79,6 +116,13 @@ type Tool struct {
 	// IdleSlices is the idle window's CPU in consecutive 10 s slices:
 	// whether it was spread or one piece of work (a periodic read) in it.
 	IdleSlices []float64 `json:"idle_slices_cpu_s,omitempty"`
+	// IdleWindow is the window's length: twice the tool's period of whole
+	// reads of the kernel (DriftPeriod, from its flags or, for kube-ipvs,
+	// the longer wait its log announces), at least the run's idle setting,
+	// at most its bound (IdleShort then: fewer than two periods).
+	IdleWindow  float64 `json:"idle_window_s"`
+	DriftPeriod float64 `json:"drift_period_s"`
+	IdleShort   bool    `json:"idle_short,omitempty"`
 
 	// One endpoint change at a time, spaced; latency = API write sent to
 	// the change seen in the kernel. A change not seen within the timeout
@@ -89,6 +133,11 @@ type Tool struct {
 	ChangesWall   float64   `json:"changes_wall_s"`  // the series' duration
 	OpsPerChange  float64   `json:"ops_per_change"`  // kube-ipvs: kernel operations per change (-1: not known)
 	ObservePollMs float64   `json:"observe_poll_ms"` // median time of one single-service kernel read
+	// kube-proxy's own view of the change series (its /metrics, the
+	// series' delta): kubeproxy_sync_proxy_rules_duration_seconds and
+	// kubeproxy_network_programming_duration_seconds. Nil when absent.
+	SyncRules  *Histogram `json:"sync_rules,omitempty"`
+	NetProgram *Histogram `json:"network_programming,omitempty"`
 
 	// A burst of changes written concurrently: first write sent to all seen.
 	BurstCount   int     `json:"burst_count"`
@@ -98,6 +147,75 @@ type Tool struct {
 	BurstOps     float64 `json:"burst_ops"` // kube-ipvs: kernel operations for the burst (-1: not known)
 	BurstPollMax float64 `json:"burst_poll_max_s"`
 	PeakRSSMB    float64 `json:"peak_rss_mb"` // VmHWM at the end
+}
+
+// Histogram is a Prometheus histogram's delta over a window: the count,
+// the sum and the cumulative buckets of its finite upper bounds (the
+// count is the +Inf bucket).
+type Histogram struct {
+	Count   float64   `json:"count"`
+	Sum     float64   `json:"sum"`
+	Bounds  []float64 `json:"bounds"`
+	Buckets []float64 `json:"buckets"` // cumulative, per bound
+}
+
+// Quantile is the upper bound of the bucket holding quantile q (0..1):
+// the histogram says no more precisely. NaN when empty; +Inf when it falls
+// past the largest finite bound.
+func (h *Histogram) Quantile(q float64) float64 {
+	if h == nil || h.Count == 0 {
+		return math.NaN()
+	}
+	rank := q * h.Count
+	for i, c := range h.Buckets {
+		if c >= rank {
+			return h.Bounds[i]
+		}
+	}
+	return math.Inf(1)
+}
+
+// QuantileAbove is the lower bound of the bucket holding quantile q: the
+// histogram says the quantile is above it (0 in the first bucket). NaN
+// when empty.
+func (h *Histogram) QuantileAbove(q float64) float64 {
+	if h == nil || h.Count == 0 {
+		return math.NaN()
+	}
+	rank, below := q*h.Count, 0.0
+	for i, c := range h.Buckets {
+		if c >= rank {
+			return below
+		}
+		below = h.Bounds[i]
+	}
+	return below
+}
+
+// Mean is the sum over the count (NaN when empty).
+func (h *Histogram) Mean() float64 {
+	if h == nil || h.Count == 0 {
+		return math.NaN()
+	}
+	return h.Sum / h.Count
+}
+
+// CPUPerMinute of the change series: its CPU over its wall time, per
+// minute (the changes come at a fixed rate, so this is what that rate
+// costs, whatever the tool kept up with). NaN if not measured.
+func (t Tool) CPUPerMinute() float64 {
+	if t.ChangesWall <= 0 {
+		return math.NaN()
+	}
+	return t.ChangesCPU / t.ChangesWall * 60
+}
+
+// IdlePerMinute is the idle window's CPU per minute (NaN if not measured).
+func (t Tool) IdlePerMinute() float64 {
+	if t.IdleWindow <= 0 {
+		return math.NaN()
+	}
+	return t.IdleCPU / t.IdleWindow * 60
 }
 
 // Percentile is the nearest-rank percentile (p in 0..100) of xs; NaN if empty.
@@ -153,7 +271,18 @@ func Max(xs []float64) float64 {
 	return m
 }
 
-// Find returns the tool named name, if measured.
+// All returns every run of the tool named name, in run order.
+func (r Run) All(name string) []Tool {
+	var out []Tool
+	for _, t := range r.Tools {
+		if t.Name == name {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Find returns the tool named name, if measured (its first run).
 func (r Run) Find(name string) (Tool, bool) {
 	for _, t := range r.Tools {
 		if t.Name == name {

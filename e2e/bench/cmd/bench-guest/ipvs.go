@@ -21,10 +21,16 @@ import (
 // address (TCP, protocol.Port) -> real server address -> weight.
 type ipvsTable map[netip.Addr]map[netip.Addr]int
 
-// readProcIPVS reads /proc/net/ip_vs: the whole table in one read, however
-// large, with no netlink dump to page through.
+// procIPVSPath is the IPVS table of the calling thread's network namespace.
+// Not /proc/net/ip_vs: that is /proc/self/net, the namespace of the
+// process's first thread, which may be one of the pod dialer's threads
+// (moved into the pod's namespace, where the table is empty).
+const procIPVSPath = "/proc/thread-self/net/ip_vs"
+
+// readProcIPVS reads the IPVS table from /proc: the whole table in one
+// read, however large, with no netlink dump to page through.
 func readProcIPVS() (ipvsTable, error) {
-	f, err := os.Open("/proc/net/ip_vs")
+	f, err := os.Open(procIPVSPath)
 	if err != nil {
 		return nil, fmt.Errorf("read the IPVS table: %w", err)
 	}
@@ -90,9 +96,10 @@ func changeSeen(reals map[netip.Addr]int, ch protocol.Change) bool {
 // ipvsObserver reads the IPVS table: all of it from /proc for the cold
 // start and the burst, one virtual server over netlink for single changes.
 type ipvsObserver struct {
-	h   *ipvs.Handle
-	vip []netip.Addr
-	eps int
+	h       *ipvs.Handle
+	vip     []netip.Addr
+	eps     int
+	missing string // what the last full() found not whole
 }
 
 func newIPVSObserver(p protocol.Plan) (*ipvsObserver, error) {
@@ -113,19 +120,39 @@ func (o *ipvsObserver) full() (bool, time.Time, error) {
 	if err != nil {
 		return false, at, err
 	}
-	for _, v := range o.vip {
+	o.missing = notWhole(t, o.vip, o.eps)
+	return o.missing == "", at, nil
+}
+
+// notWhole says which virtual servers lack exactly eps live real servers:
+// how many, and the first with its reals and weights ("" when none).
+func notWhole(t ipvsTable, vips []netip.Addr, eps int) string {
+	n, first := 0, ""
+	for _, v := range vips {
 		live := 0
 		for _, w := range t[v] {
 			if w > 0 {
 				live++
 			}
 		}
-		if live != o.eps {
-			return false, at, nil
+		if live == eps {
+			continue
 		}
+		if n == 0 {
+			first = fmt.Sprintf("%s: %d live of %d real servers", v, live, len(t[v]))
+			if _, ok := t[v]; !ok {
+				first = fmt.Sprintf("%s: no virtual server", v)
+			}
+		}
+		n++
 	}
-	return true, at, nil
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d virtual servers without %d live real servers (%s)", n, eps, first)
 }
+
+func (o *ipvsObserver) notFull() string { return o.missing }
 
 func (o *ipvsObserver) seen(ch protocol.Change) (bool, error) {
 	dests, err := o.h.GetDestinations(&ipvs.Service{

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
 )
 
 const kubeconfig = "/etc/bench/kubeconfig"
@@ -30,6 +31,8 @@ type settings struct {
 	ctl                                    string
 	tools                                  []string
 	changes, burst                         int
+	runs, sample                           int           // runs of every tool; Services asked from the pod
+	idleMax                                time.Duration // the idle window's bound
 	spacing, idle                          time.Duration
 	changeTimeout, coldTimeout, burstLimit time.Duration
 	changeBudget, settleLimit              time.Duration // 0 budget: no limit
@@ -81,6 +84,7 @@ func load() (settings, error) {
 		s.logLines = n
 	}
 	s.changes, s.burst = num("BENCH_CHANGES"), num("BENCH_BURST")
+	s.runs, s.sample, s.idleMax = num("BENCH_RUNS"), num("BENCH_SAMPLE"), dur("BENCH_IDLE_MAX")
 	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
 	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")
 	s.changeBudget, s.settleLimit = dur("BENCH_CHANGE_BUDGET"), dur("BENCH_SETTLE_LIMIT")
@@ -99,22 +103,52 @@ func run(s settings) error {
 	if err := call("POST", s.ctl+protocol.PathGuest, aboutGuest(), nil); err != nil {
 		return err
 	}
-	fmt.Printf("bench-guest: N=%d x %d endpoints; tools %s\n", plan.N, plan.Endpoints, strings.Join(s.tools, ", "))
-	for _, name := range s.tools {
-		t := measure(s, plan, name)
-		if t.Error != "" {
-			fmt.Printf("bench-guest: %s: %s\n", name, t.Error)
-		}
-		fmt.Printf("bench-guest: %s: %d error lines in its log, which ends:\n", name, t.LogErrors)
-		for _, l := range t.Log {
-			fmt.Printf("bench-guest: %s| %s\n", name, l)
-		}
-		if err := call("POST", s.ctl+protocol.PathResult, t, nil); err != nil {
-			return err
+	fmt.Printf("bench-guest: N=%d x %d endpoints, %d on the node; tools %s, %d runs\n", plan.N, plan.Endpoints, len(plan.Local), strings.Join(s.tools, ", "), s.runs)
+	pn, err := setupPodNet()
+	if err != nil {
+		return err
+	}
+	for r := 1; r <= s.runs; r++ {
+		for k, name := range runOrder(s.tools, r) {
+			// The plan as the Services stand now: earlier runs' changes
+			// moved endpoints (each keeps its nodeName).
+			if err := call("GET", s.ctl+protocol.PathPlan, nil, &plan); err != nil {
+				return err
+			}
+			fmt.Printf("bench-guest: run %d of %d: %s\n", r, s.runs, name)
+			t := measure(s, plan, name, pn)
+			t.Run, t.Order = r, k+1
+			if err := report(s, t); err != nil {
+				return err
+			}
 		}
 	}
 	printProfiles()
 	return nil
+}
+
+// runOrder is the tools' order in run r (from 1): rotated by one each run,
+// so that over as many runs as tools each is measured once in each place
+// (first on a fresh boot, last after the others' churn).
+func runOrder(tools []string, r int) []string {
+	n := len(tools)
+	out := make([]string, n)
+	for i := range tools {
+		out[i] = tools[(i+r-1)%n]
+	}
+	return out
+}
+
+// report prints a tool's log summary and sends its result to the host.
+func report(s settings, t result.Tool) error {
+	if t.Error != "" {
+		fmt.Printf("bench-guest: %s: %s\n", t.Name, t.Error)
+	}
+	fmt.Printf("bench-guest: %s: %d error lines in its log, which ends:\n", t.Name, t.LogErrors)
+	for _, l := range t.Log {
+		fmt.Printf("bench-guest: %s| %s\n", t.Name, l)
+	}
+	return call("POST", s.ctl+protocol.PathResult, t, nil)
 }
 
 // printProfiles puts every /tmp/*.pprof a tool wrote (BENCH_EXTRA_FLAGS

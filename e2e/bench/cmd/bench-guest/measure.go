@@ -20,6 +20,7 @@ import (
 // observer reads one kind of kernel table.
 type observer interface {
 	full() (bool, time.Time, error)             // every Service with all its endpoints, as of when
+	notFull() string                            // what the last full() found missing
 	seen(ch protocol.Change) (bool, error)      // one change, cheaply
 	seenAll(chs []protocol.Change) (int, error) // how many of chs, one read of everything
 	close()
@@ -50,14 +51,18 @@ const kubeIPVSMetrics = "http://127.0.0.1:10249/metrics"
 
 // measure runs one tool through every measurement; t is named so that the
 // deferred stop can still add the tool's last log lines.
-func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
-	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1}
+func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.Tool) {
+	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1, ServeSeconds: -1, KubernetesSeconds: -1, SyncSeconds: -1}
 	argv, err := command(name, s.node, s.extra)
 	if err != nil {
 		t.Error = err.Error()
 		return t
 	}
 	if err := cleanKernel(); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	if err := cniMasquerade(); err != nil {
 		t.Error = err.Error()
 		return t
 	}
@@ -101,11 +106,19 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	}()
 	fmt.Printf("bench-guest: %s: started (%s)\n", name, strings.Join(argv, " "))
 
-	if err := coldStart(&t, obs, pid, start, s.coldTimeout, exited); err != nil {
+	kube := watchKubernetes(pn.client, logf.Name(), name, start, s.coldTimeout)
+	err = serve(&t, s, plan, name, obs, pn, pid, start, exited)
+	t.KubernetesSeconds, t.SyncSeconds, t.SyncFrom = kube.wait()
+	if err != nil {
 		t.Error = err.Error()
 		return t
 	}
-	fmt.Printf("bench-guest: %s: full table after %.1f s, %.1f CPU-s, %.0f MB\n", name, t.ColdSeconds, t.ColdCPU, t.ColdRSSMB)
+	fmt.Printf("bench-guest: %s: full table after %.1f s, %.1f CPU-s, %.0f MB; serving after %.1f s, %.1f CPU-s (ClusterIPs bound %.1f s, sets and rules %.1f s, %d of %d sampled Services answering %.1f s)\n",
+		name, t.ColdSeconds, t.ColdCPU, t.ColdRSSMB, t.ServeSeconds, t.ServeCPU, t.AddrsSeconds, t.SetsSeconds, t.SampleOK, t.SampleSize, t.SampleSeconds)
+	fmt.Printf("bench-guest: %s: kubernetes.default answered after %.1f s; informers synced after %.1f s (%s)\n", name, t.KubernetesSeconds, t.SyncSeconds, t.SyncFrom)
+	if t.ServeSeconds < 0 {
+		fmt.Printf("bench-guest: %s: not serving within %s: %s\n", name, s.coldTimeout, t.ServeMissing)
+	}
 
 	// A full table is not the end of a start: kube-proxy's IPVS mode then
 	// fills its ipsets and iptables, and syncs IPv6 too. Idle begins when
@@ -119,18 +132,29 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 	} else {
 		fmt.Printf("bench-guest: %s: quiet after %.1f s, %.1f CPU-s\n", name, t.SettleSeconds, t.SettleCPU)
 	}
-	if err := idle(&t, pid, s.idle); err != nil {
+	t.DriftPeriod = driftPeriod(name, logf.Name()).Seconds()
+	window := max(s.idle, 2*time.Duration(t.DriftPeriod*float64(time.Second))+idleSlice)
+	if window > s.idleMax {
+		window, t.IdleShort = s.idleMax, true
+	}
+	t.IdleWindow = window.Seconds()
+	if err := idle(&t, pid, window); err != nil {
 		t.Error = err.Error()
 		return t
 	}
-	fmt.Printf("bench-guest: %s: idle %.0f s: %.2f CPU-s (per 10 s: %s)\n", name, s.idle.Seconds(), t.IdleCPU, cpuSlices(t.IdleSlices))
+	fmt.Printf("bench-guest: %s: idle %.0f s (period of whole reads %.0f s): %.2f CPU-s, %.3f CPU-s a minute (per 10 s: %s)\n",
+		name, t.IdleWindow, t.DriftPeriod, t.IdleCPU, t.IdlePerMinute(), cpuSlices(t.IdleSlices))
 
 	if err := changes(&t, s, obs, pid, name); err != nil {
 		t.Error = err.Error()
 		return t
 	}
-	fmt.Printf("bench-guest: %s: %d changes: p50 %.3f s, p99 %.3f s, max %.3f s, %d timeouts, %.2f CPU-s\n", name,
-		len(t.Latencies), result.Percentile(t.Latencies, 50), result.Percentile(t.Latencies, 99), result.Max(t.Latencies), t.Timeouts, t.ChangesCPU)
+	fmt.Printf("bench-guest: %s: %d changes: p50 %.3f s, p99 %.3f s, max %.3f s, %d timeouts, %.2f CPU-s over %.0f s (%.2f CPU-s a minute)\n", name,
+		len(t.Latencies), result.Percentile(t.Latencies, 50), result.Percentile(t.Latencies, 99), result.Max(t.Latencies), t.Timeouts, t.ChangesCPU, t.ChangesWall, t.CPUPerMinute())
+	if t.SyncRules != nil || t.NetProgram != nil {
+		fmt.Printf("bench-guest: %s: its own histograms over the series: sync_proxy_rules p50 ≤ %.3f s p99 ≤ %.3f s (%v syncs); network_programming p50 ≤ %.3f s p99 ≤ %.3f s (%v)\n", name,
+			t.SyncRules.Quantile(0.5), t.SyncRules.Quantile(0.99), countOf(t.SyncRules), t.NetProgram.Quantile(0.5), t.NetProgram.Quantile(0.99), countOf(t.NetProgram))
+	}
 
 	if err := burst(&t, s, obs, pid, name); err != nil {
 		t.Error = err.Error()
@@ -141,40 +165,6 @@ func measure(s settings, plan protocol.Plan, name string) (t result.Tool) {
 		t.Error = err.Error()
 	}
 	return t
-}
-
-// coldStart polls the kernel until the table is full: the time is taken
-// when the read that found it full ended (the resolution is the slowest read).
-func coldStart(t *result.Tool, obs observer, pid int, start time.Time, limit time.Duration, exited chan error) error {
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("exited before the table was full: %v", err)
-		default:
-		}
-		r0 := time.Now()
-		ok, now, err := obs.full()
-		t.ColdPolls++
-		t.ColdPollMax = max(t.ColdPollMax, now.Sub(r0).Seconds())
-		if err != nil {
-			return fmt.Errorf("read the kernel table: %w", err)
-		}
-		if ok {
-			t.ColdSeconds = now.Sub(start).Seconds()
-			cpu, err := cpuSeconds(pid)
-			if err != nil {
-				return err
-			}
-			t.ColdCPU = cpu
-			t.ColdRSSMB, err = peakRSSMB(pid)
-			return err
-		}
-		if now.Sub(start) > limit {
-			return fmt.Errorf("table not full within %s", limit)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // quietWindow and quietCPU define "gone quiet": under 10% of one CPU over 5 s.
@@ -207,57 +197,84 @@ func settle(t *result.Tool, pid int, start time.Time, limit time.Duration) error
 	return nil
 }
 
-// changes asks the host for one change at a time and times it into the
-// kernel; the next starts spacing after this one started, or when it is
-// seen if that takes longer.
+// pending is a change asked for and not seen yet.
+type pending struct {
+	k     int
+	ch    protocol.Change
+	start time.Time
+}
+
+// changes asks the host for one change every spacing, whether or not the
+// ones before have been seen, and times each into the kernel. The CPU is
+// taken over exactly the changes' period (k changes: k × spacing), so it
+// is what that fixed rate costs; a tool that falls behind pays for its
+// backlog there instead of dividing by the few changes it managed. The
+// changes still unseen at the end are then waited for, up to the timeout.
 func changes(t *result.Tool, s settings, obs observer, pid int, name string) error {
 	ops0 := kernelOps(name)
+	hist0 := scrape()
 	c0, err := cpuSeconds(pid)
 	if err != nil {
 		return err
 	}
 	series := time.Now()
 	var polls []float64
-	for k := 0; k < s.changes; k++ {
-		if s.changeBudget > 0 && time.Since(series) > s.changeBudget {
-			fmt.Printf("bench-guest: %s: change budget %s spent after %d changes\n", name, s.changeBudget, k)
+	var wait []pending
+	k := 0
+	cpuTaken := false
+	for {
+		now := time.Now()
+		issuing := k < s.changes && (s.changeBudget <= 0 || now.Sub(series) < s.changeBudget)
+		if !issuing && !cpuTaken && !now.Before(series.Add(time.Duration(k)*s.spacing)) {
+			c1, err := cpuSeconds(pid)
+			if err != nil {
+				return err
+			}
+			t.ChangesCPU, t.ChangesWall, cpuTaken = c1-c0, now.Sub(series).Seconds(), true
+			if k < s.changes {
+				fmt.Printf("bench-guest: %s: change budget %s spent after %d changes\n", name, s.changeBudget, k)
+			}
+		}
+		if issuing && !now.Before(series.Add(time.Duration(k)*s.spacing)) {
+			var ch protocol.Change
+			if err := call("POST", s.ctl+protocol.PathChange+"?"+protocol.TriggerParam+"="+now.UTC().Format(time.RFC3339Nano), nil, &ch); err != nil {
+				return err
+			}
+			wait = append(wait, pending{k: k, ch: ch, start: now})
+			k++
+		}
+		if !issuing && cpuTaken && len(wait) == 0 {
 			break
 		}
-		start := time.Now()
-		var ch protocol.Change
-		if err := call("POST", s.ctl+protocol.PathChange, nil, &ch); err != nil {
-			return err
-		}
-		seen := false
-		for !seen && time.Since(start) < s.changeTimeout {
+		left := wait[:0]
+		for _, p := range wait {
 			r0 := time.Now()
-			if seen, err = obs.seen(ch); err != nil {
+			seen, err := obs.seen(p.ch)
+			if err != nil {
 				return err
 			}
 			polls = append(polls, time.Since(r0).Seconds()*1000)
-			if !seen {
-				time.Sleep(10 * time.Millisecond)
+			switch {
+			case seen:
+				t.Latencies = append(t.Latencies, time.Since(p.start).Seconds())
+			case time.Since(p.start) > s.changeTimeout:
+				t.Timeouts++
+				fmt.Printf("bench-guest: %s: change %d (%s: %s -> %s) not seen within %s\n", name, p.k, p.ch.VIP, p.ch.Del, p.ch.Add, s.changeTimeout)
+			default:
+				left = append(left, p)
 			}
 		}
-		if seen {
-			t.Latencies = append(t.Latencies, time.Since(start).Seconds())
-		} else {
-			t.Timeouts++
-			fmt.Printf("bench-guest: %s: change %d (%s: %s -> %s) not seen within %s\n", name, k, ch.VIP, ch.Del, ch.Add, s.changeTimeout)
-		}
-		time.Sleep(time.Until(start.Add(s.spacing)))
+		wait = left
+		time.Sleep(10 * time.Millisecond)
 	}
-	t.ChangesWall = time.Since(series).Seconds()
-	c1, err := cpuSeconds(pid)
-	if err != nil {
-		return err
-	}
-	t.ChangesCPU = c1 - c0
 	if done := len(t.Latencies) + t.Timeouts; ops0 >= 0 && done > 0 {
 		if ops1 := kernelOps(name); ops1 >= 0 {
 			t.OpsPerChange = (ops1 - ops0) / float64(done)
 		}
 	}
+	hist1 := scrape()
+	t.SyncRules = histDelta(hist0, hist1, "kubeproxy_sync_proxy_rules_duration_seconds")
+	t.NetProgram = histDelta(hist0, hist1, "kubeproxy_network_programming_duration_seconds")
 	sort.Float64s(polls)
 	if len(polls) > 0 {
 		t.ObservePollMs = polls[len(polls)/2]
@@ -278,7 +295,7 @@ func burst(t *result.Tool, s settings, obs observer, pid int, name string) error
 	}
 	start := time.Now()
 	var b protocol.Burst
-	if err := call("POST", fmt.Sprintf("%s%s?count=%d", s.ctl, protocol.PathBurst, s.burst), nil, &b); err != nil {
+	if err := call("POST", fmt.Sprintf("%s%s?count=%d&%s=%s", s.ctl, protocol.PathBurst, s.burst, protocol.TriggerParam, start.UTC().Format(time.RFC3339Nano)), nil, &b); err != nil {
 		return err
 	}
 	if b.Errors > 0 {

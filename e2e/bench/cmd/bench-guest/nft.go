@@ -279,3 +279,5 @@ func (o *nftObserver) seenAll(chs []protocol.Change) (int, error) {
 }
 
 func (o *nftObserver) close() { o.conn.CloseLasting() }
+
+func (o *nftObserver) notFull() string { return "not every Service's chain holds its endpoints" }

@@ -17,28 +17,36 @@ import (
 
 const namespace = "default"
 
+// triggerTime is the EndpointSlice annotation kube-proxy's
+// network_programming_duration_seconds is measured from.
+const triggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
+
 // cluster is the host's copy of what it wrote: it is the only writer, so it
 // updates slices without reading them back.
 type cluster struct {
-	cs        kubernetes.Interface
-	n, eps    int
-	mu        sync.Mutex
-	slices    []*discoveryv1.EndpointSlice // index: the Service
-	replaced  []int                        // per Service: changes so far (the next endpoint to replace)
-	nextFresh int
-	nextSvc   int // changes so far: picks the next Service
-	stride    int // coprime with n: consecutive changes hit different Services
+	cs     kubernetes.Interface
+	n, eps int
+	node   string // the VM's node
+	// localEvery: one endpoint in localEvery names the VM's node (0: none).
+	localEvery int
+	mu         sync.Mutex
+	slices     []*discoveryv1.EndpointSlice // index: the Service
+	replaced   []int                        // per Service: changes so far (the next endpoint to replace)
+	nextFresh  int
+	nextSvc    int // changes so far: picks the next Service
+	stride     int // coprime with n: consecutive changes hit different Services
 }
 
-func newCluster(cs kubernetes.Interface, n, eps int) *cluster {
+func newCluster(cs kubernetes.Interface, n, eps int, node string, localEvery int) *cluster {
 	stride := 7919 // prime
 	if n%stride == 0 {
 		stride = 1
 	}
-	return &cluster{cs: cs, n: n, eps: eps, slices: make([]*discoveryv1.EndpointSlice, n), replaced: make([]int, n), stride: stride}
+	return &cluster{cs: cs, n: n, eps: eps, node: node, localEvery: localEvery, slices: make([]*discoveryv1.EndpointSlice, n), replaced: make([]int, n), stride: stride}
 }
 
-// fill writes the Node, N Services and N EndpointSlices, 32 writers at once.
+// fill writes the Node, N Services and N EndpointSlices, 32 writers at once,
+// and kubernetes.default's endpoint.
 func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
 	if c.n > protocol.MaxServices {
 		return fmt.Errorf("N=%d: the address plan holds %d Services", c.n, protocol.MaxServices)
@@ -54,6 +62,9 @@ func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
 	if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("set Node %s addresses: %w", node, err)
 	}
+	if err := c.kubernetesEndpoint(ctx); err != nil {
+		return err
+	}
 	return parallel(c.n, 32, func(i int) error {
 		if _, err := c.cs.CoreV1().Services(namespace).Create(ctx, service(i), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create Service %s: %w", protocol.ServiceName(i), err)
@@ -62,7 +73,13 @@ func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
 		for j := 0; j < c.eps; j++ {
 			addrs = append(addrs, protocol.Endpoint(i, j).String())
 		}
-		s, err := c.cs.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice(i, addrs), metav1.CreateOptions{})
+		s := slice(i, addrs)
+		for j := range s.Endpoints {
+			if c.isLocal(i, j) {
+				s.Endpoints[j].NodeName = &c.node
+			}
+		}
+		s, err := c.cs.DiscoveryV1().EndpointSlices(namespace).Create(ctx, s, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("create EndpointSlice for %s: %w", protocol.ServiceName(i), err)
 		}
@@ -71,6 +88,47 @@ func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
 		c.mu.Unlock()
 		return nil
 	})
+}
+
+// isLocal: endpoint j of Service i names the VM's node.
+func (c *cluster) isLocal(i, j int) bool {
+	return c.localEvery > 0 && (i*c.eps+j)%c.localEvery == 0
+}
+
+// local is every endpoint address that names the VM's node now.
+func (c *cluster) local() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.slices {
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && *e.NodeName == c.node {
+				out = append(out, e.Addresses[0])
+			}
+		}
+	}
+	return out
+}
+
+// kubernetesEndpoint gives default/kubernetes (made by the API server,
+// which the bench runs without its endpoint reconciler) its endpoint: the
+// API server as the guest reaches it.
+func (c *cluster) kubernetesEndpoint(ctx context.Context) error {
+	ready, proto, port, name := true, corev1.ProtocolTCP, int32(protocol.KubernetesTarget), "https"
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "kubernetes", Namespace: namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{protocol.KubernetesEndpoint},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}
+	if _, err := c.cs.DiscoveryV1().EndpointSlices(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create kubernetes.default's EndpointSlice: %w", err)
+	}
+	return nil
 }
 
 // parallel runs f(0..n-1) on w workers and returns the first error.
@@ -126,7 +184,8 @@ func slice(i int, addrs []string) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: protocol.ServiceName(i) + "-1", Namespace: namespace,
-			Labels: map[string]string{discoveryv1.LabelServiceName: protocol.ServiceName(i)},
+			Labels:      map[string]string{discoveryv1.LabelServiceName: protocol.ServiceName(i)},
+			Annotations: map[string]string{triggerTime: time.Now().UTC().Format(time.RFC3339Nano)},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
@@ -139,7 +198,7 @@ func slice(i int, addrs []string) *discoveryv1.EndpointSlice {
 
 // next reserves the next change: which Service, which endpoint goes, which
 // comes. The write happens in apply.
-func (c *cluster) next() (protocol.Change, *discoveryv1.EndpointSlice) {
+func (c *cluster) next(at time.Time) (protocol.Change, *discoveryv1.EndpointSlice) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := (c.nextSvc * c.stride) % c.n
@@ -150,6 +209,9 @@ func (c *cluster) next() (protocol.Change, *discoveryv1.EndpointSlice) {
 	fresh := protocol.Fresh(c.nextFresh).String()
 	c.nextFresh++
 	next := cur.DeepCopy()
+	// As the EndpointSlice controller stamps it: kube-proxy observes its
+	// network programming latency only for slices that carry it.
+	next.Annotations[triggerTime] = at.UTC().Format(time.RFC3339Nano)
 	ch := protocol.Change{Index: i, Name: cur.Name, VIP: protocol.VIP(i).String(), Del: next.Endpoints[pos].Addresses[0], Add: fresh}
 	next.Endpoints[pos].Addresses = []string{fresh}
 	c.slices[i] = next // the next change to this Service builds on this one
@@ -169,14 +231,14 @@ func (c *cluster) apply(ctx context.Context, ch protocol.Change, s *discoveryv1.
 }
 
 // burst reserves k changes (distinct Services) and writes them all at once.
-func (c *cluster) burst(ctx context.Context, k int) protocol.Burst {
+func (c *cluster) burst(ctx context.Context, k int, at time.Time) protocol.Burst {
 	type item struct {
 		ch protocol.Change
 		s  *discoveryv1.EndpointSlice
 	}
 	items := make([]item, k)
 	for i := range items {
-		items[i].ch, items[i].s = c.next()
+		items[i].ch, items[i].s = c.next(at)
 	}
 	var b protocol.Burst
 	var mu sync.Mutex

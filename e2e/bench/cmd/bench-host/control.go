@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
@@ -24,14 +25,14 @@ type control struct {
 func (c *control) mux(ctx context.Context) *http.ServeMux {
 	m := http.NewServeMux()
 	m.HandleFunc("GET "+protocol.PathPlan, func(w http.ResponseWriter, r *http.Request) {
-		p := protocol.Plan{N: c.cl.n, Endpoints: c.cl.eps}
+		p := protocol.Plan{N: c.cl.n, Endpoints: c.cl.eps, Local: c.cl.local()}
 		for i := 0; i < c.cl.n; i++ {
 			p.VIPs = append(p.VIPs, protocol.VIP(i).String())
 		}
 		reply(w, p)
 	})
 	m.HandleFunc("POST "+protocol.PathChange, func(w http.ResponseWriter, r *http.Request) {
-		ch, s := c.cl.next()
+		ch, s := c.cl.next(trigger(r))
 		if err := c.cl.apply(ctx, ch, s); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -44,7 +45,7 @@ func (c *control) mux(ctx context.Context) *http.ServeMux {
 			http.Error(w, fmt.Sprintf("count: want 1..%d", c.cl.n), http.StatusBadRequest)
 			return
 		}
-		b := c.cl.burst(ctx, k)
+		b := c.cl.burst(ctx, k, trigger(r))
 		fmt.Printf("bench-host: burst of %d written in %.2f s (%d refused)\n", k, b.WriteSeconds, b.Errors)
 		reply(w, b)
 	})
@@ -79,6 +80,15 @@ func (c *control) mux(ctx context.Context) *http.ServeMux {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return m
+}
+
+// trigger is the guest's clock as it asked (protocol.TriggerParam), or the
+// host's if it did not say.
+func trigger(r *http.Request) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get(protocol.TriggerParam)); err == nil {
+		return t
+	}
+	return time.Now()
 }
 
 func reply(w http.ResponseWriter, v any) {

@@ -38,6 +38,8 @@ const (
 
 type options struct {
 	n, endpoints, changes, burst, memMB int
+	localEvery, runs, sample            int
+	idleMax                             time.Duration
 	spacing, idle                       time.Duration
 	changeTimeout, coldTimeout          time.Duration
 	burstTimeout, vmTimeout             time.Duration
@@ -57,7 +59,11 @@ func main() {
 	flag.IntVar(&o.n, "n", 1000, "Services")
 	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per Service")
 	flag.IntVar(&o.changes, "changes", 100, "single endpoint changes per tool")
-	flag.DurationVar(&o.spacing, "spacing", 2*time.Second, "start-to-start spacing of the single changes")
+	flag.DurationVar(&o.spacing, "spacing", 2*time.Second, "the single changes' fixed rate: one every spacing, seen or not")
+	flag.IntVar(&o.localEvery, "local-every", 0, "one endpoint in this many names the VM's node (0: none, 1: all)")
+	flag.IntVar(&o.runs, "runs", 3, "runs of every tool in this boot, the order alternating")
+	flag.IntVar(&o.sample, "sample", 100, "Services asked through their ClusterIP from a pod before a tool counts as serving")
+	flag.DurationVar(&o.idleMax, "idle-max", 45*time.Minute, "the idle window's bound when two drift periods are longer")
 	flag.IntVar(&o.burst, "burst", 1000, "changes in the concurrent burst (at most N)")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle CPU window")
 	flag.DurationVar(&o.changeTimeout, "change-timeout", 60*time.Second, "a single change not seen by then counts as a timeout")
@@ -65,7 +71,7 @@ func main() {
 	flag.DurationVar(&o.burstTimeout, "burst-timeout", 5*time.Minute, "burst convergence bound")
 	flag.DurationVar(&o.changeBudget, "change-budget", 0, "stop a tool's change series after this long (0: never); the report says how many were measured")
 	flag.DurationVar(&o.settleLimit, "settle-limit", 5*time.Minute, "after the full table, wait at most this long for the tool to go quiet before the idle window")
-	flag.DurationVar(&o.vmTimeout, "vm-timeout", 3*time.Hour, "the whole VM run")
+	flag.DurationVar(&o.vmTimeout, "vm-timeout", 12*time.Hour, "the whole VM run (every run of every tool)")
 	flag.IntVar(&o.memMB, "mem", 2048, "guest RAM in MB")
 	flag.StringVar(&o.tools, "tools", strings.Join([]string{result.KubeProxyIPVS, result.KubeProxyNFT, result.KubeIPVS}, ","), "tools, in order")
 	flag.StringVar(&o.out, "out", "", "write the run's JSON here")
@@ -97,7 +103,8 @@ func run(o options) error {
 		N: o.n, EndpointsPerSvc: o.endpoints, Started: start.UTC(), Machine: machine(),
 		Versions: o.versions, ChangesRequested: o.changes, ChangeSpacing: o.spacing.Seconds(),
 		BurstRequested: o.burst, IdleSeconds: o.idle.Seconds(), ChangeBudget: o.changeBudget.Seconds(),
-		ChangeTimeout: o.changeTimeout.Seconds(),
+		ChangeTimeout: o.changeTimeout.Seconds(), ColdTimeout: o.coldTimeout.Seconds(), LocalEvery: o.localEvery, Variant: variantName(o.localEvery),
+		RunsRequested: o.runs, SampleRequested: o.sample,
 	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
 	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
@@ -111,7 +118,7 @@ func run(o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.vmTimeout+30*time.Minute)
 	defer cancel()
 
-	cl := newCluster(cs, o.n, o.endpoints)
+	cl := newCluster(cs, o.n, o.endpoints, nodeName, o.localEvery)
 	fillStart := time.Now()
 	if err := cl.fill(ctx, nodeName, nodeIP); err != nil {
 		return fmt.Errorf("fill the API server: %w", err)
@@ -203,6 +210,7 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"--add", filepath.Join(o.binDir, "kube-ipvs") + ":/usr/local/bin/kube-ipvs",
 		"--add", filepath.Join(o.binDir, "kube-proxy") + ":/usr/local/bin/kube-proxy",
 		"--add", filepath.Join(o.binDir, "bench-guest") + ":/usr/local/bin/bench-guest",
+		"--add", filepath.Join(o.binDir, "echo") + ":/usr/local/bin/bench-echo",
 		"--add", kubeconfig + ":/etc/bench/kubeconfig",
 	}
 	for _, a := range o.adds {
@@ -221,6 +229,9 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_CHANGE_BUDGET":  o.changeBudget.String(),
 		"BENCH_SETTLE_LIMIT":   o.settleLimit.String(),
 		"BENCH_NODE":           nodeName,
+		"BENCH_RUNS":           fmt.Sprint(o.runs),
+		"BENCH_SAMPLE":         fmt.Sprint(o.sample),
+		"BENCH_IDLE_MAX":       o.idleMax.String(),
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 		"BENCH_LOG_LINES":      os.Getenv("BENCH_LOG_LINES"),
 		"BENCH_GODEBUG":        os.Getenv("BENCH_GODEBUG"),
@@ -237,6 +248,17 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		return fmt.Errorf("scripts/vm/run.sh: %w", err)
 	}
 	return nil
+}
+
+// variantName names where the endpoints are, for the report.
+func variantName(localEvery int) string {
+	switch localEvery {
+	case 0:
+		return result.VariantNoNode
+	case 1:
+		return result.VariantAllLocal
+	}
+	return fmt.Sprintf("1 in %d on the node", localEvery)
 }
 
 func machine() result.Machine {
