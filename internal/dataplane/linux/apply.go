@@ -77,12 +77,8 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs 
 	for i, c := range win {
 		reqs[i] = enc.change(d.ipvsFamily, c)
 	}
-	err := d.do(ctx, "apply IPVS changes", func(h *handles) error {
-		s, err := h.batchSocket(&h.genl, netlinkGeneric, d.timeout)
-		if err != nil {
-			return err
-		}
-		return s.exchange(reqs, errs)
+	err := d.do(ctx, "apply IPVS changes", func(ctx context.Context, h *handles) error {
+		return h.genl.exchange(ctx, reqs, errs)
 	})
 	wordErrors(win, errs, err, ipvsChangeError)
 }
@@ -123,7 +119,7 @@ func ipvsChangeError(c dataplane.Change, err error) error {
 // applyAddrs binds or unbinds one window of VIPs: the link is looked up
 // once for the window, not once per address.
 func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs []error) {
-	err := d.do(ctx, "bind addresses", func(h *handles) error {
+	err := d.do(ctx, "bind addresses", func(ctx context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -133,11 +129,7 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		for i, c := range win {
 			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == dataplane.ChangeAddAddr, c.Addr)
 		}
-		s, err := h.batchSocket(&h.rt, netlinkRoute, d.timeout)
-		if err != nil {
-			return err
-		}
-		return s.exchange(reqs, errs)
+		return h.rt.exchange(ctx, reqs, errs)
 	})
 	wordErrors(win, errs, err, func(c dataplane.Change, e error) error { return addrChangeError(c, d.linkName, e) })
 }

@@ -56,7 +56,7 @@ const addrGenModeNone = 1
 // IPv6 link-local address, and sets the sysctls. Running it again changes
 // nothing that is already right.
 func (d *Dataplane) Init(ctx context.Context) error {
-	err := d.do(ctx, "init", func(h *handles) error {
+	err := d.do(ctx, "init", func(_ context.Context, h *handles) error {
 		link, err := d.ensureLink(h.nl)
 		if err != nil {
 			return err
@@ -284,7 +284,7 @@ func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
 
 // AddAddr binds a VIP to the link.
 func (d *Dataplane) AddAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "bind address", func(h *handles) error {
+	err := d.do(ctx, "bind address", func(_ context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -299,7 +299,7 @@ func (d *Dataplane) AddAddr(ctx context.Context, addr netip.Addr) error {
 
 // DeleteAddr unbinds a VIP from the link.
 func (d *Dataplane) DeleteAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "unbind address", func(h *handles) error {
+	err := d.do(ctx, "unbind address", func(_ context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -314,7 +314,7 @@ func (d *Dataplane) DeleteAddr(ctx context.Context, addr netip.Addr) error {
 
 // DeleteLink removes the link and with it every VIP; the IPVS table stays.
 func (d *Dataplane) DeleteLink(ctx context.Context) error {
-	err := d.do(ctx, "delete link", func(h *handles) error {
+	err := d.do(ctx, "delete link", func(_ context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -354,8 +354,8 @@ func (d *Dataplane) LinkFamilies(ctx context.Context) (model.Families, error) {
 // sockets every change goes through: both answer unless the kernel refuses
 // the agent as a whole (see dataplane.Dataplane.Probe).
 func (d *Dataplane) Probe(ctx context.Context) error {
-	err := d.do(ctx, "probe", func(h *handles) error {
-		if _, err := h.ipvs.GetConfig(); err != nil {
+	err := d.do(ctx, "probe", func(ctx context.Context, h *handles) error {
+		if _, err := d.readTimeouts(ctx, h); err != nil {
 			return fmt.Errorf("read IPVS configuration: %w", err)
 		}
 		_, err := d.linkFor(h)

@@ -26,25 +26,21 @@ const (
 // nftGeneration reads the network namespace's ruleset generation.
 func nftGeneration(ctx context.Context) (uint32, error) {
 	data := []byte{unix.AF_UNSPEC, 0, 0, 0} // nfgenmsg
-	msgs, err := netfilterExecute(ctx, nfnlSubsysNFTables<<8|nftMsgGetGen, netlink.Request, data)
-	if err != nil {
-		return 0, fmt.Errorf("read the nftables generation: %w", err)
-	}
-	for _, m := range msgs {
-		var gen uint32
-		found := false
-		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
-			if typ == nftaGenID && len(v) >= 4 {
+	var gen uint32
+	found := false
+	err := netfilterQuery(ctx, nfnlSubsysNFTables<<8|nftMsgGetGen, 0, data, func(m netlink.Message) error {
+		return eachNfnlAttr(m, func(typ uint16, v []byte) error {
+			if typ == nftaGenID && len(v) >= 4 && !found {
 				gen, found = binary.BigEndian.Uint32(v), true
 			}
 			return nil
 		})
-		if err != nil {
-			return 0, fmt.Errorf("read the nftables generation: %w", err)
-		}
-		if found {
-			return gen, nil
-		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the nftables generation: %w", err)
 	}
-	return 0, errors.New("read the nftables generation: no generation in the answer")
+	if !found {
+		return 0, errors.New("read the nftables generation: no generation in the answer")
+	}
+	return gen, nil
 }
