@@ -55,10 +55,10 @@ import (
 // The operations of a failing Service, or of no Service, whose retry is
 // not due at now are held back as if they had failed (backsOff), without
 // being sent: a full sync keeps their backoff too.
-func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []plan.Op) {
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []model.Op) {
 	r.reserveObserved()
 	a := newApplier(r, now)
-	var ops []plan.Op
+	var ops []model.Op
 	for i, pass := range passes {
 		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
 		ops = pass()
@@ -86,8 +86,8 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Tim
 
 // applyPass applies one pass in batches. It returns how many of its
 // operations were not tried because ctx ended (0: all were).
-func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
-	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
+func (a *applier) applyPass(ctx context.Context, ops []model.Op) int {
+	batch := make([]model.Op, 0, min(len(ops), maxBatch))
 	for i := 0; i <= len(ops); i++ {
 		if len(batch) > 0 && (i == len(ops) || !sameBatch(batch[0], ops[i]) || len(batch) == maxBatch) {
 			if n := a.send(ctx, batch); n > 0 {
@@ -113,11 +113,11 @@ func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
 const maxBatch = 1024
 
 // sameBatch tells whether b may go in the batch that a opened.
-func sameBatch(a, b plan.Op) bool {
+func sameBatch(a, b model.Op) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
-	return (a.Kind != plan.AddSetEntry && a.Kind != plan.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
+	return (a.Kind != model.AddSetEntry && a.Kind != model.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
 }
 
 // applier is one apply's bookkeeping of what failed and what that holds back.
@@ -132,7 +132,6 @@ type applier struct {
 	// virtual servers that could not be created, whose record could not be
 	// written, or that turned out to be someone else's
 	missing, unrecorded, taken map[model.VSKey]bool
-	changes                    []dataplane.Change
 	// owned are the observed virtual servers this apply made or copied,
 	// which it may change in place (see own).
 	owned map[model.VSKey]bool
@@ -148,29 +147,29 @@ func newApplier(r *Reconciler, now time.Time) *applier {
 
 // held tells whether an earlier failure holds op back (see apply). An
 // unrecorded frontend's server and reals count as not made.
-func (a *applier) held(ctx context.Context, op plan.Op) bool {
+func (a *applier) held(ctx context.Context, op model.Op) bool {
 	if a.r.backsOff(op, a.now) {
 		a.failed(ctx, op, errBackingOff)
 		return true
 	}
 	switch {
-	case (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && a.holdAddr[op.Addr]:
+	case (op.Kind == model.BindAddr || op.Kind == model.UnbindAddr) && a.holdAddr[op.Addr]:
 		return true
-	case op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
+	case op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
 		// A VIPs member follows its address's bind: held with it.
 		return true
-	case (op.Kind == plan.AddService || op.Kind == plan.AddReal) && a.unrecorded[op.VS.Key]:
+	case (op.Kind == model.AddService || op.Kind == model.AddReal) && a.unrecorded[op.VS.Key]:
 		// Not made, as if its create had failed: no VIP, no reals, no
 		// members naming it.
 		a.holdAddr[op.VS.Key.Addr] = true
 		a.missing[op.VS.Key] = true
 		return true
-	case op.Kind == plan.DeleteSetEntry && a.kept[op.Entry.Addr()]:
+	case op.Kind == model.DeleteSetEntry && a.kept[op.Entry.Addr()]:
 		return true
-	case (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && a.missing[op.VS.Key]:
+	case (op.Kind == model.AddReal || op.Kind == model.UpdateReal) && a.missing[op.VS.Key]:
 		return true
 	}
-	if k, ok := plan.FrontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
+	if k, ok := plan.FrontendOf(op.Entry); op.Kind == model.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
 		return true
 	}
 	return false
@@ -178,12 +177,8 @@ func (a *applier) held(ctx context.Context, op plan.Op) bool {
 
 // send applies a batch and records each operation's result. It returns how
 // many were not tried because ctx ended (then apply stops).
-func (a *applier) send(ctx context.Context, batch []plan.Op) int {
-	a.changes = a.changes[:0]
-	for _, op := range batch {
-		a.changes = append(a.changes, changeOf(op))
-	}
-	errs := a.r.opt.Dataplane.Apply(ctx, a.changes)
+func (a *applier) send(ctx context.Context, batch []model.Op) int {
+	errs := a.r.opt.Dataplane.Apply(ctx, batch)
 	notTried, failed := 0, 0
 	for i, op := range batch {
 		switch {
@@ -201,7 +196,7 @@ func (a *applier) send(ctx context.Context, batch []plan.Op) int {
 
 // record notes one applied operation: the observed cache on success, what
 // its failure holds back otherwise.
-func (a *applier) record(ctx context.Context, op plan.Op, e error) {
+func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	r := a.r
 	a.out.attempted++
 	if e != nil {
@@ -215,9 +210,9 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 		ce.Write(zap.Stringer("op", op))
 	}
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		r.made[op.VS.Key] = struct{}{}
-	case plan.DeleteService:
+	case model.DeleteService:
 		delete(r.made, op.VS.Key)
 	}
 	r.noteStale(op)
@@ -233,8 +228,8 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 // plan was done (15 MB at its peak, issue 12). Equality is checked only
 // when the counts match, so a large virtual server is compared once, not
 // at each real server.
-func (a *applier) shareDone(op plan.Op) {
-	if op.Kind != plan.AddReal && op.Kind != plan.UpdateReal && op.Kind != plan.AddService {
+func (a *applier) shareDone(op model.Op) {
+	if op.Kind != model.AddReal && op.Kind != model.UpdateReal && op.Kind != model.AddService {
 		return
 	}
 	k := op.VS.Key
@@ -262,15 +257,15 @@ func (r *Reconciler) reserveObserved() {
 
 // applyToCache records an applied operation in the observed cache, and
 // in the digests of its table and set members.
-func (r *Reconciler) applyToCache(op plan.Op) {
+func (r *Reconciler) applyToCache(op model.Op) {
 	switch op.Kind {
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		r.sumSetOp(op)
-	case plan.BindAddr, plan.UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 	default:
 		r.sumTableOp(op)
 	}
-	if op.Kind == plan.AddReal {
+	if op.Kind == model.AddReal {
 		r.sizeReals(op.VS.Key)
 	}
 	r.forgetConns(op)
@@ -293,44 +288,44 @@ func (r *Reconciler) sizeReals(k model.VSKey) {
 }
 
 // sumSetOp counts a set member's add or delete, before it is applied.
-func (r *Reconciler) sumSetOp(op plan.Op) {
+func (r *Reconciler) sumSetOp(op model.Op) {
 	_, held := r.observed.Sets[op.Entry]
 	switch {
-	case op.Kind == plan.AddSetEntry && !held:
+	case op.Kind == model.AddSetEntry && !held:
 		r.sets.count(memberHash(op.Entry), 1)
-	case op.Kind == plan.DeleteSetEntry && held:
+	case op.Kind == model.DeleteSetEntry && held:
 		r.sets.count(memberHash(op.Entry), -1)
 	}
 }
 
 // sumTableOp counts a change to the IPVS table, before it is applied
-// (what plan.Op.ApplyTo does, in the digest).
-func (r *Reconciler) sumTableOp(op plan.Op) {
+// (what model.Op.ApplyTo does, in the digest).
+func (r *Reconciler) sumTableOp(op model.Op) {
 	k := op.VS.Key
 	svc, ok := r.observed.Services[k]
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		if ok {
 			r.table.countService(svc, -1) // replaced whole
 		}
 		r.table.count(vsHash(op.VS), 1)
-	case plan.DeleteService:
+	case model.DeleteService:
 		if ok {
 			r.table.countService(svc, -1)
 		}
-	case plan.UpdateService:
+	case model.UpdateService:
 		if ok {
 			r.table.count(vsHash(svc.VirtualServer), -1)
 			r.table.count(vsHash(op.VS), 1)
 		}
-	case plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+	case model.AddReal, model.UpdateReal, model.DeleteReal:
 		if !ok {
 			return
 		}
 		if old, held := svc.Reals.Get(op.RS.Addr); held {
 			r.table.count(realHash(k, old), -1)
 		}
-		if op.Kind != plan.DeleteReal {
+		if op.Kind != model.DeleteReal {
 			r.table.count(realHash(k, op.RS), 1)
 		}
 	}
@@ -342,12 +337,12 @@ func (r *Reconciler) sumTableOp(op plan.Op) {
 // wanted (see shareObserved), and a shared one is never changed in place.
 // A service this apply made or copied is changed in place, so a cold
 // start copies nothing.
-func (a *applier) own(op plan.Op) {
+func (a *applier) own(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		a.owned[k] = true
-	case plan.UpdateService, plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+	case model.UpdateService, model.AddReal, model.UpdateReal, model.DeleteReal:
 		if svc, ok := a.r.observed.Services[k]; ok && !a.owned[k] {
 			a.r.observed.Services[k] = svc.Clone()
 			a.owned[k] = true
@@ -368,29 +363,29 @@ func (r *Reconciler) shareObserved(k model.VSKey) {
 }
 
 // failed notes what a failed operation holds back.
-func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
-	if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
+func (a *applier) failed(ctx context.Context, op model.Op, e error) {
+	if op.Kind == model.AddService || op.Kind == model.DeleteService {
 		a.holdAddr[op.VS.Key.Addr] = true
 	}
-	if op.Kind == plan.AddService {
+	if op.Kind == model.AddService {
 		a.missing[op.VS.Key] = true
 	}
-	if op.Kind == plan.DeleteService {
+	if op.Kind == model.DeleteService {
 		a.kept[op.VS.Key.Addr] = true
 	}
-	if op.Kind == plan.UnbindAddr {
+	if op.Kind == model.UnbindAddr {
 		// Still bound: its members stay, the VIPs one above all, or the
 		// address would answer on every port a host socket listens on.
 		a.kept[op.Addr] = true
 	}
-	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
+	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
 		a.holdAddr[op.Entry.Addr()] = true
 	}
-	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
+	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
 		k, _ := plan.FrontendOf(op.Entry)
 		a.unrecorded[k] = true
 	}
-	if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
+	if op.Kind == model.AddService && errors.Is(e, dataplane.ErrExist) {
 		a.taken[op.VS.Key] = true
 		a.r.withdrawRecord(ctx, op.VS.Key)
 	}
@@ -400,7 +395,7 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 // turned out to be someone else's. A failure is logged: the next full sync
 // reads the kernel again.
 func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
-	op := plan.Op{Kind: plan.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
+	op := model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
 	if _, ok := r.observed.Sets[op.Entry]; !ok {
 		return
 	}
@@ -411,35 +406,7 @@ func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 	r.applyToCache(op)
 }
 
-// changeOf is an operation as the dataplane takes it.
-func changeOf(op plan.Op) dataplane.Change {
-	c := dataplane.Change{VS: op.VS, RS: op.RS, Addr: op.Addr, Entry: op.Entry}
-	switch op.Kind {
-	case plan.AddService:
-		c.Kind = dataplane.ChangeAddService
-	case plan.UpdateService:
-		c.Kind = dataplane.ChangeUpdateService
-	case plan.AddReal:
-		c.Kind = dataplane.ChangeAddReal
-	case plan.UpdateReal:
-		c.Kind = dataplane.ChangeUpdateReal
-	case plan.DeleteReal:
-		c.Kind = dataplane.ChangeDeleteReal
-	case plan.DeleteService:
-		c.Kind = dataplane.ChangeDeleteService
-	case plan.BindAddr:
-		c.Kind = dataplane.ChangeAddAddr
-	case plan.UnbindAddr:
-		c.Kind = dataplane.ChangeDeleteAddr
-	case plan.AddSetEntry:
-		c.Kind = dataplane.ChangeAddSetEntry
-	case plan.DeleteSetEntry:
-		c.Kind = dataplane.ChangeDeleteSetEntry
-	}
-	return c
-}
-
 // applyOp sends one operation to the dataplane.
-func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
-	return dataplane.ApplyOne(ctx, dp, changeOf(op))
+func applyOp(ctx context.Context, dp dataplane.Dataplane, op model.Op) error {
+	return dataplane.ApplyOne(ctx, dp, op)
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 // drainInput is what the drain decision needs; all values, no kernel.
@@ -90,12 +89,12 @@ func forgetDrains(since map[dataplane.RealRef]time.Time, desired model.State) {
 // whole. The counters go with their real server; otherwise every endpoint
 // a rollout replaced would keep an entry until a full sync, which a
 // healthy agent never runs.
-func (r *Reconciler) forgetConns(op plan.Op) {
+func (r *Reconciler) forgetConns(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.DeleteReal:
+	case model.DeleteReal:
 		delete(r.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
-	case plan.AddService, plan.DeleteService:
+	case model.AddService, model.DeleteService:
 		if svc, ok := r.observed.Services[k]; ok {
 			for _, rs := range svc.Reals.All() {
 				delete(r.conns, dataplane.RealRef{VS: k, RS: rs.Addr})

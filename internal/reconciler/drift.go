@@ -139,7 +139,7 @@ func (m *driftMailbox) hand(rd *driftRead) {
 // note records what a sync may have changed in the kernel: its scope and
 // every operation it tried (a full sync: everything). Called after apply,
 // so a change is either noted or finished before the read began.
-func (m *driftMailbox) note(scope plan.Scope, ops []plan.Op, full bool) {
+func (m *driftMailbox) note(scope plan.Scope, ops []model.Op, full bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.reading {
@@ -181,11 +181,11 @@ func add(dst, src plan.Scope) {
 }
 
 // touch adds what one operation changes to sc.
-func touch(sc plan.Scope, op plan.Op) {
+func touch(sc plan.Scope, op model.Op) {
 	switch op.Kind {
-	case plan.BindAddr, plan.UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 		sc.Addrs[op.Addr] = struct{}{}
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		sc.Sets[op.Entry] = struct{}{}
 	default:
 		k := op.VS.Key
