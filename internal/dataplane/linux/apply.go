@@ -35,7 +35,7 @@ func partOf(k model.OpKind) part {
 }
 
 // Apply sends the changes in order, each run of changes for one socket
-// batchWindow at a time (see batchSocket): a window is one kernel call, so
+// batchWindow at a time (see socket.exchange): a window is one kernel call, so
 // cancellation and the call deadline apply between windows.
 func (d *Dataplane) Apply(ctx context.Context, changes []model.Op) []error {
 	errs := make([]error, len(changes))

@@ -12,9 +12,8 @@ import (
 )
 
 // The encoders below write a window's requests into one buffer each (a
-// request's payload is a slice of it), with the attributes the single
-// calls send: moby/ipvs's for IPVS, vishvananda/netlink's for addresses and
-// ipset members. A slice stays valid when the buffer grows: append copies
+// request's payload is a slice of it), with the attributes ipvsadm and
+// ip(8) send. A slice stays valid when the buffer grows: append copies
 // into a new array and leaves the old one, which nothing writes again.
 
 const (

@@ -25,50 +25,15 @@ type realRead struct {
 	c  model.Conns
 }
 
-// virtualServerOf is a dumped service as the model has it. A fwmark service
-// has no protocol, address or port; its key keeps the family as the
-// unspecified address.
-func virtualServerOf(s *ipvstable.Service) (model.VirtualServer, error) {
-	vs := model.VirtualServer{Scheduler: model.Scheduler(s.Scheduler), Flags: s.Flags, Timeout: s.Timeout}
-	if s.AF != ipvstable.AFInet && s.AF != ipvstable.AFInet6 {
-		return vs, fmt.Errorf("service with address family %d", s.AF)
-	}
-	if s.FWMark != 0 {
-		vs.Key = model.VSKey{FWMark: s.FWMark, Addr: netip.IPv4Unspecified()}
-		if s.AF == ipvstable.AFInet6 {
-			vs.Key.Addr = netip.IPv6Unspecified()
-		}
-		return vs, nil
-	}
-	if !s.Addr.IsValid() {
-		return vs, fmt.Errorf("service %d:%d without a valid address", s.Protocol, s.Port)
-	}
-	vs.Key = model.NewVSKey(s.Protocol, s.Addr, s.Port)
-	return vs, nil
-}
-
-// realOf is a dumped destination as the model has it.
-func realOf(d *ipvstable.Dest) (realRead, error) {
-	if !d.Addr.IsValid() || (d.AF != ipvstable.AFInet && d.AF != ipvstable.AFInet6) {
-		return realRead{}, fmt.Errorf("real server port %d: address family %d without a valid address", d.Port, d.AF)
-	}
-	return realRead{
-		rs: model.RealServer{
-			Addr:    netip.AddrPortFrom(d.Addr, d.Port),
-			Weight:  int(d.Weight),
-			Forward: d.Forward,
-		},
-		c: model.Conns{Active: d.ActiveConns, Inactive: d.InactConns},
-	}, nil
-}
-
 // dumpServices reads every service, one dump.
-func (d *Dataplane) dumpServices(ctx context.Context, h *handles) ([]ipvstable.Service, error) {
-	var out []ipvstable.Service
+func (d *Dataplane) dumpServices(ctx context.Context, h *handles) ([]model.VirtualServer, error) {
+	var out []model.VirtualServer
 	err := h.genl.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, genlMessage(ipvsCmdGetService, nil), func(m netlink.Message) error {
-		svcs, err := decodeServices([]netlink.Message{m})
-		out = append(out, svcs...)
-		return err
+		return eachEntry(m.Data, cmdAttrService, func(v []byte) error {
+			vs, err := tableService(v)
+			out = append(out, vs)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list IPVS services: %w", err)
@@ -76,22 +41,21 @@ func (d *Dataplane) dumpServices(ctx context.Context, h *handles) ([]ipvstable.S
 	return out, nil
 }
 
-// dumpDests reads one service's destinations, one dump, handing each to
-// each as it is decoded.
-func (d *Dataplane) dumpDests(ctx context.Context, h *handles, req []byte, af uint16, each func(realRead)) error {
-	return h.genl.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, req, func(m netlink.Message) error {
-		dests, err := decodeDests([]netlink.Message{m}, af)
-		if err != nil {
-			return err
-		}
-		for i := range dests {
-			r, err := realOf(&dests[i])
-			if err != nil {
-				return err
+// dumpDests reads the destinations of the service k, one dump, handing
+// each to each as it is decoded.
+func (d *Dataplane) dumpDests(ctx context.Context, h *handles, k model.VSKey, each func(realRead)) error {
+	af := uint16(unix.AF_INET)
+	if k.IsIPv6() {
+		af = unix.AF_INET6
+	}
+	return h.genl.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, keyRequest(ipvsCmdGetDest, k), func(m netlink.Message) error {
+		return eachEntry(m.Data, cmdAttrDest, func(v []byte) error {
+			r, err := tableDest(v, af)
+			if err == nil {
+				each(r)
 			}
-			each(r)
-		}
-		return nil
+			return err
+		})
 	})
 }
 
@@ -132,18 +96,9 @@ func (d *Dataplane) walkIPVS(ctx context.Context, h *handles, sized func(service
 	sized(len(svcs))
 	var reals []realRead
 	total := 0
-	for i := range svcs {
-		s := &svcs[i]
-		vs, err := virtualServerOf(s)
-		if err != nil {
-			return fmt.Errorf("read IPVS service: %w", err)
-		}
-		req, err := encodeServiceKey(s)
-		if err != nil {
-			return err
-		}
+	for _, vs := range svcs {
 		reals = reals[:0]
-		err = d.dumpDests(ctx, h, genlMessage(ipvsCmdGetDest, req), s.AF, func(r realRead) { reals = append(reals, r) })
+		err := d.dumpDests(ctx, h, vs.Key, func(r realRead) { reals = append(reals, r) })
 		if err != nil {
 			return fmt.Errorf("list real servers of %s: %w", vs.Key, err)
 		}
@@ -165,12 +120,8 @@ func keyRequest(cmd uint8, k model.VSKey) []byte {
 // Conns reads one service's destinations' counters.
 func (d *Dataplane) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
 	out, err := call(ctx, d.calls, "read connections", func(ctx context.Context, h *handles) (map[netip.AddrPort]model.Conns, error) {
-		af := uint16(unix.AF_INET)
-		if vs.IsIPv6() {
-			af = unix.AF_INET6
-		}
 		out := map[netip.AddrPort]model.Conns{}
-		err := d.dumpDests(ctx, h, keyRequest(ipvsCmdGetDest, vs), af, func(r realRead) { out[r.rs.Addr] = r.c })
+		err := d.dumpDests(ctx, h, vs, func(r realRead) { out[r.rs.Addr] = r.c })
 		if err != nil {
 			return nil, destErrs.wrap(err)
 		}

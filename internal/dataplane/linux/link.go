@@ -133,7 +133,7 @@ func (d *Dataplane) ensureLink(h *netlink.Handle) (netlink.Link, error) {
 // comes up. An up link otherwise gets a link-local address (fe80::/64 from
 // its random MAC): the node would then send router and multicast listener
 // solicitations from kube-ipvs0 and answer on that address, which nobody
-// asked for (issue 9). kube-proxy leaves its link down instead; keeping
+// asked for. kube-proxy leaves its link down instead; keeping
 // ours up keeps the VIP behaviour the VM suites check, with nothing else on
 // the link. A kernel without IPv6 has nothing to turn off.
 func (d *Dataplane) noLinkLocal(h *netlink.Handle, link netlink.Link) error {

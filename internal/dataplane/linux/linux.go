@@ -215,8 +215,8 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 	}
 	obs.State.Sets = sets
 	took[2] = time.Since(setsBegan)
-	// What a whole read costs by part: the drift check's repair bound
-	// grows with it (README, "Drift made by anyone else").
+	// What a whole read costs by part: the bound within which the rescan
+	// repairs drift grows with it.
 	d.log.Log(logv.V(logv.Sync), "observed", zap.Int("services", len(obs.State.Services)), zap.Duration("ipvs", took[0]),
 		zap.Int("addrs", len(obs.State.Addrs)), zap.Duration("addrs_took", took[1]),
 		zap.Int("set_members", len(sets)), zap.Duration("sets", took[2]))

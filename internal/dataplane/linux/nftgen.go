@@ -13,10 +13,8 @@ import (
 // nftables' ruleset generation (include/uapi/linux/netfilter/nf_tables.h).
 // The kernel bumps it on every committed change to any table of the
 // network namespace, iptables-nft's included: while it stays the same,
-// rules found in place are still in place, and the drift check need not
-// run iptables-save again to know it (issue 12: at every N the rules check
-// was the costliest part of an idle drift check, an exec of a tool that
-// prints the whole ruleset).
+// rules found in place are still in place, and the rescan need not run
+// iptables-save, a tool that prints the whole ruleset, again to know it.
 const (
 	nfnlSubsysNFTables = 10
 	nftMsgGetGen       = 16
