@@ -71,6 +71,9 @@ func (s *socket) exchange(ctx context.Context, reqs []request, errs []error) err
 				return err
 			}
 			done, err := answers(msgs, first, barrier, errs)
+			if done {
+				s.answered = true
+			}
 			if err != nil || done {
 				return err
 			}

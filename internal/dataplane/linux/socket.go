@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
@@ -35,8 +36,11 @@ type socket struct {
 	f     *os.File       // nil: closed, opened again on next use
 	raw   syscall.RawConn
 	seq   uint32
-	out   []byte // the send being built, reused
-	in    []byte // receive buffer
+	// answered: the exchange under way has read its last answer, so
+	// nothing of it is left queued (a refusal leaves the socket usable).
+	answered bool
+	out      []byte // the send being built, reused
+	in       []byte // receive buffer
 }
 
 // socketBufSize is the receive buffer: the kernel fills a dump's datagram
@@ -117,6 +121,9 @@ func (s *socket) newFD() (int, error) {
 		// This thread is in another namespace for good: let it end with the
 		// goroutine rather than run anything else.
 		runtime.LockOSThread()
+		if err == nil {
+			_ = unix.Close(fd)
+		}
 		return -1, errors.Join(err, fmt.Errorf("leave the network namespace: %w", serr))
 	}
 	return fd, err
@@ -133,7 +140,8 @@ func (s *socket) close() {
 // within runs fn, a whole exchange on s, bounded by ctx: its deadline is
 // the socket's, and its cancellation moves the deadline to the past, which
 // ends a wait at once. When within returns, nothing it started is running.
-// A failure leaves s closed (see socket).
+// A failure before the exchange's last answer was read leaves s closed (see
+// socket); the kernel's refusal of a request does not.
 func (s *socket) within(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -147,6 +155,7 @@ func (s *socket) within(ctx context.Context, fn func() error) error {
 	if err := s.f.SetDeadline(deadline); err != nil {
 		return fmt.Errorf("set netlink deadline: %w", err)
 	}
+	s.answered = false
 	woken := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		_ = s.f.SetDeadline(time.Unix(1, 0))
@@ -158,6 +167,9 @@ func (s *socket) within(ctx context.Context, fn func() error) error {
 	}
 	if err == nil {
 		return nil
+	}
+	if s.answered {
+		return err
 	}
 	s.close()
 	if cerr := ctx.Err(); cerr != nil {
@@ -187,13 +199,38 @@ func (s *socket) send(b []byte) error {
 	return nil
 }
 
-// receive reads one datagram of answers and parses it; the messages' data
-// alias s.in until the next receive.
+// recvBatch is how many datagrams one receive takes at most: a dump of a
+// small table answers with its entries, then its end, two datagrams the
+// kernel has queued by the time the first is read.
+var recvBatch = 2
+
+// mmsghdr is struct mmsghdr (recvmmsg(2)).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+}
+
+// receive reads the datagrams of answers queued (at least one, at most
+// recvBatch, each up to a share of s.in) and parses them; the messages'
+// data alias s.in until the next receive.
 func (s *socket) receive() ([]syscall.NetlinkMessage, error) {
-	var n int
+	share := len(s.in) / recvBatch
+	var iov [2]unix.Iovec
+	var hdrs [2]mmsghdr
+	for i := range recvBatch {
+		iov[i].Base = &s.in[i*share]
+		iov[i].SetLen(share)
+		hdrs[i].hdr.Iov = &iov[i]
+		hdrs[i].hdr.SetIovlen(1)
+	}
+	var got int
 	var rerr error
 	err := s.raw.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), s.in, 0)
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(recvBatch), 0, 0, 0)
+		got, rerr = int(n), nil
+		if errno != 0 {
+			rerr = errno
+		}
 		return rerr != unix.EAGAIN
 	})
 	if err == nil {
@@ -202,9 +239,16 @@ func (s *socket) receive() ([]syscall.NetlinkMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read netlink answers: %w", err)
 	}
-	msgs, err := syscall.ParseNetlinkMessage(s.in[:n])
-	if err != nil {
-		return nil, fmt.Errorf("parse netlink answers: %w", err)
+	var msgs []syscall.NetlinkMessage
+	for i := range got {
+		if hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+			return nil, fmt.Errorf("read netlink answers: a datagram larger than %d bytes", share)
+		}
+		m, err := syscall.ParseNetlinkMessage(s.in[i*share : i*share+int(hdrs[i].n)])
+		if err != nil {
+			return nil, fmt.Errorf("parse netlink answers: %w", err)
+		}
+		msgs = append(msgs, m...)
 	}
 	return msgs, nil
 }
@@ -241,6 +285,7 @@ func (s *socket) answersTo(seq uint32, each func(netlink.Message) error) error {
 			}
 			switch m.Header.Type {
 			case unix.NLMSG_DONE, unix.NLMSG_ERROR:
+				s.answered = true
 				if errno := errnoOf(m.Data); errno != 0 {
 					return errno
 				}
