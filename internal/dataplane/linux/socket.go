@@ -43,9 +43,13 @@ type socket struct {
 	in       []byte // receive buffer
 }
 
-// socketBufSize is the receive buffer: the kernel fills a dump's datagram
-// up to 32 KiB (netlink_recvmsg caps max_recvmsg_len there).
-const socketBufSize = 64 << 10
+// socketBufSize is the receive buffer, recvBatch datagrams of a share
+// each. The kernel makes each datagram of a dump as large as the last
+// receive offered (netlink_recvmsg keeps it as max_recvmsg_len, up to 32
+// KiB), and allocates it whole: a share of 8 KiB holds one service's ten
+// destinations, and allocating it costs the kernel a quarter of 32 KiB,
+// once per datagram, which the table read makes two of per service.
+const socketBufSize = recvBatch * (8 << 10)
 
 // errDumpInterrupted: the kernel says a dump saw its table change under it
 // (NLM_F_DUMP_INTR); what it gave is not one consistent read.
@@ -201,8 +205,9 @@ func (s *socket) send(b []byte) error {
 
 // recvBatch is how many datagrams one receive takes at most: a dump of a
 // small table answers with its entries, then its end, two datagrams the
-// kernel has queued by the time the first is read.
-var recvBatch = 2
+// kernel has queued by the time the first is read, and each receive of a
+// longer dump makes the kernel queue the next.
+const recvBatch = 4
 
 // mmsghdr is struct mmsghdr (recvmmsg(2)).
 type mmsghdr struct {
@@ -215,8 +220,8 @@ type mmsghdr struct {
 // data alias s.in until the next receive.
 func (s *socket) receive() ([]syscall.NetlinkMessage, error) {
 	share := len(s.in) / recvBatch
-	var iov [2]unix.Iovec
-	var hdrs [2]mmsghdr
+	var iov [recvBatch]unix.Iovec
+	var hdrs [recvBatch]mmsghdr
 	for i := range recvBatch {
 		iov[i].Base = &s.in[i*share]
 		iov[i].SetLen(share)
