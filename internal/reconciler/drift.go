@@ -182,10 +182,10 @@ func add(dst, src plan.Scope) {
 
 // touch adds what one operation changes to sc.
 func touch(sc plan.Scope, op model.Op) {
-	switch op.Kind {
-	case model.BindAddr, model.UnbindAddr:
+	switch op.Target() {
+	case model.TargetAddr:
 		sc.Addrs[op.Addr] = struct{}{}
-	case model.AddSetEntry, model.DeleteSetEntry:
+	case model.TargetMember:
 		sc.Sets[op.Entry] = struct{}{}
 	default:
 		k := op.VS.Key

@@ -39,36 +39,34 @@ const encodeBufSize = batchWindow * 112
 
 type ipvsEncoder struct{ a attrBuf }
 
-// change encodes one IPVS change as a request to the IPVS family.
+// ipvsCmds is the IPVS command of each kind of operation on the table.
+var ipvsCmds = [...]uint8{
+	model.AddService:    ipvsCmdNewService,
+	model.UpdateService: ipvsCmdSetService,
+	model.DeleteService: ipvsCmdDelService,
+	model.AddReal:       ipvsCmdNewDest,
+	model.UpdateReal:    ipvsCmdSetDest,
+	model.DeleteReal:    ipvsCmdDelDest,
+}
+
+// change encodes one IPVS operation as a request to the IPVS family: a
+// create or update carries the whole service, any other names it by its
+// key; a destination's create or update carries the whole destination, its
+// delete only its address.
 func (e *ipvsEncoder) change(family uint16, c model.Op) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)
 	}
 	start := len(e.a.b)
-	k := c.VS.Key
-	switch c.Kind {
-	case model.AddService, model.UpdateService:
-		cmd := uint8(ipvsCmdNewService)
-		if c.Kind == model.UpdateService {
-			cmd = ipvsCmdSetService
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
+	e.a.b = append(e.a.b, ipvsCmds[c.Kind], ipvsGenlVersion, 0, 0)
+	switch cmd := ipvsCmds[c.Kind]; cmd {
+	case ipvsCmdNewService, ipvsCmdSetService:
 		e.service(c.VS)
-	case model.DeleteService:
-		e.a.b = append(e.a.b, ipvsCmdDelService, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-	case model.AddReal, model.UpdateReal:
-		cmd := uint8(ipvsCmdNewDest)
-		if c.Kind == model.UpdateReal {
-			cmd = ipvsCmdSetDest
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, true)
-	default: // ChangeDeleteReal
-		e.a.b = append(e.a.b, ipvsCmdDelDest, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, false)
+	case ipvsCmdDelService:
+		e.serviceKey(c.VS.Key)
+	default:
+		e.serviceKey(c.VS.Key)
+		e.dest(c.RS, cmd != ipvsCmdDelDest)
 	}
 	return request{typ: family, data: e.a.b[start:]}
 }
@@ -146,8 +144,9 @@ func (e *ipvsEncoder) addr(typ uint16, a netip.Addr) {
 type addrEncoder struct{ a attrBuf }
 
 // change encodes RTM_NEWADDR (exclusive create) or RTM_DELADDR of a host
-// address (/32, /128 without duplicate detection; see hostAddr) on the
-// link with index ifindex.
+// address (/32, /128) on the link with index ifindex. An IPv6 one skips
+// duplicate address detection: a VIP is every node's at once, so detection
+// would only delay it (a dummy link skips it anyway; this says so).
 func (e *addrEncoder) change(ifindex int32, add bool, addr netip.Addr) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)

@@ -142,42 +142,6 @@ func (d *Dataplane) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPo
 	return out, nil
 }
 
-// applyOne makes one operation as Apply does; the single-change methods below
-// are it, so that the kernel sees the same request from either.
-func (d *Dataplane) applyOne(ctx context.Context, op model.Op) error {
-	return d.Apply(ctx, []model.Op{op})[0]
-}
-
-// AddService creates a virtual server.
-func (d *Dataplane) AddService(ctx context.Context, vs model.VirtualServer) error {
-	return d.applyOne(ctx, model.Op{Kind: model.AddService, VS: vs})
-}
-
-// UpdateService overwrites a virtual server's scheduler, flags and timeout.
-func (d *Dataplane) UpdateService(ctx context.Context, vs model.VirtualServer) error {
-	return d.applyOne(ctx, model.Op{Kind: model.UpdateService, VS: vs})
-}
-
-// DeleteService removes a virtual server; the kernel drops its reals.
-func (d *Dataplane) DeleteService(ctx context.Context, key model.VSKey) error {
-	return d.applyOne(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: key}})
-}
-
-// AddReal adds a real server to a virtual server.
-func (d *Dataplane) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
-	return d.applyOne(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: vs}, RS: rs})
-}
-
-// UpdateReal changes a real server's weight and forwarding method.
-func (d *Dataplane) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
-	return d.applyOne(ctx, model.Op{Kind: model.UpdateReal, VS: model.VirtualServer{Key: vs}, RS: rs})
-}
-
-// DeleteReal removes a real server from a virtual server.
-func (d *Dataplane) DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error {
-	return d.applyOne(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: vs}, RS: model.RealServer{Addr: rs}})
-}
-
 // readTimeouts is IPVS_CMD_GET_CONFIG on the dataplane's socket.
 func (d *Dataplane) readTimeouts(ctx context.Context, h *handles) (ipvstable.Timeouts, error) {
 	var msgs []netlink.Message

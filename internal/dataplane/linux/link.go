@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -257,19 +256,6 @@ func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// hostAddr is addr as a host route's address: /32 or /128. NODAD because a
-// VIP is owned by every node at once; duplicate detection would only delay
-// it (a dummy link skips DAD anyway, this says so explicitly).
-func hostAddr(addr netip.Addr) *netlink.Addr {
-	addr = addr.Unmap()
-	bits := addr.BitLen()
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
-	if addr.Is6() {
-		a.Flags = unix.IFA_F_NODAD
-	}
-	return a
-}
-
 // linkFor finds the link or says it does not exist.
 func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
 	link, err := h.nl.LinkByName(d.linkName)
@@ -280,36 +266,6 @@ func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
 		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
 	}
 	return link, nil
-}
-
-// AddAddr binds a VIP to the link.
-func (d *Dataplane) AddAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "bind address", func(_ context.Context, h *handles) error {
-		link, err := d.linkFor(h)
-		if err != nil {
-			return err
-		}
-		return addrErrs.wrap(h.nl.AddrAdd(link, hostAddr(addr)))
-	})
-	if err != nil {
-		return fmt.Errorf("bind %s to %s: %w", addr, d.linkName, err)
-	}
-	return nil
-}
-
-// DeleteAddr unbinds a VIP from the link.
-func (d *Dataplane) DeleteAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "unbind address", func(_ context.Context, h *handles) error {
-		link, err := d.linkFor(h)
-		if err != nil {
-			return err
-		}
-		return addrErrs.wrap(h.nl.AddrDel(link, hostAddr(addr)))
-	})
-	if err != nil {
-		return fmt.Errorf("unbind %s from %s: %w", addr, d.linkName, err)
-	}
-	return nil
 }
 
 // DeleteLink removes the link and with it every VIP; the IPVS table stays.

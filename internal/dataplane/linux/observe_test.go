@@ -45,11 +45,11 @@ func TestObserveReadsEveryKind(t *testing.T) {
 	want := map[model.VSKey]*model.Service{}
 	wantConns := map[dataplane.RealRef]model.Conns{}
 	for _, tb := range tables {
-		if err := dp.AddService(ctx, tb.vs); err != nil {
+		if err := applyOne(ctx, dp, model.Op{Kind: model.AddService, VS: tb.vs}); err != nil {
 			t.Fatal(err)
 		}
 		for _, rs := range tb.reals {
-			if err := dp.AddReal(ctx, tb.vs.Key, rs); err != nil {
+			if err := applyOne(ctx, dp, model.Op{Kind: model.AddReal, VS: tb.vs, RS: rs}); err != nil {
 				t.Fatal(err)
 			}
 			wantConns[dataplane.RealRef{VS: tb.vs.Key, RS: rs.Addr}] = model.Conns{}
