@@ -44,7 +44,7 @@ func partFor(op model.Op) part {
 }
 
 // Apply sends the operations in order, each run of operations for one
-// socket batchWindow at a time (see batchSocket): a window is one kernel
+// socket batchWindow at a time (see socket.exchange): a window is one kernel
 // call, so cancellation and the call deadline apply between windows.
 func (d *Dataplane) Apply(ctx context.Context, ops []model.Op) []error {
 	return inWindows(ctx, ops, func(p part, win []model.Op, errs []error) {
@@ -115,12 +115,8 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []model.Op, errs []error)
 	for i, c := range win {
 		reqs[i] = enc.change(d.ipvsFamily, c)
 	}
-	err := d.do(ctx, "apply IPVS operations", func(h *handles) error {
-		s, err := h.batchSocket(&h.genl, netlinkGeneric, d.timeout)
-		if err != nil {
-			return err
-		}
-		return s.exchange(reqs, errs)
+	err := d.do(ctx, "apply IPVS operations", func(ctx context.Context, h *handles) error {
+		return h.genl.exchange(ctx, reqs, errs)
 	})
 	wordErrors(win, errs, err, ipvsChangeError)
 }
@@ -161,7 +157,7 @@ func ipvsChangeError(c model.Op, err error) error {
 // applyAddrs binds or unbinds one window of VIPs: the link is looked up
 // once for the window, not once per address.
 func (d *Dataplane) applyAddrs(ctx context.Context, win []model.Op, errs []error) {
-	err := d.do(ctx, "bind addresses", func(h *handles) error {
+	err := d.do(ctx, "bind addresses", func(ctx context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -171,11 +167,7 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []model.Op, errs []error
 		for i, c := range win {
 			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == model.BindAddr, c.Addr)
 		}
-		s, err := h.batchSocket(&h.rt, netlinkRoute, d.timeout)
-		if err != nil {
-			return err
-		}
-		return s.exchange(reqs, errs)
+		return h.rt.exchange(ctx, reqs, errs)
 	})
 	wordErrors(win, errs, err, func(c model.Op, e error) error { return addrChangeError(c, d.linkName, e) })
 }

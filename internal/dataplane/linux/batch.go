@@ -3,18 +3,17 @@
 package linux
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// batchSocket sends many netlink requests in one sendmsg and reads their
-// outcome in bulk (issue 12: a cold start of 10,000 Services is over
-// 200,000 requests; one round trip each was most of its time).
+// A batch sends many netlink requests in one sendmsg on a socket and reads
+// their outcome in bulk: a cold start of 10,000 Services is over 200,000
+// requests, and one round trip each would be most of its time.
 //
 // The requests ask for no acknowledgement: the kernel then answers only
 // those that fail, each with an error message carrying the request's
@@ -30,17 +29,10 @@ import (
 // A send carries at most batchWindow requests, so that even when all of
 // them fail their error messages fit the socket's default receive buffer:
 // an overrun would lose errors, and the kernel would only say ENOBUFS.
-type batchSocket struct {
-	fd      int
-	seq     uint32
-	timeout time.Duration
-	out     []byte // the send being built, reused
-	in      []byte // receive buffer
-}
 
-// batchWindow bounds the requests of one send (see batchSocket). An error
-// message costs about 1 KiB of receive buffer (skb overhead included);
-// the default buffer (net.core.rmem_default) is 208 KiB.
+// batchWindow bounds the requests of one send. An error message costs
+// about 1 KiB of receive buffer (skb overhead included); the default
+// buffer (net.core.rmem_default) is 208 KiB.
 const batchWindow = 128
 
 // request is one netlink request of a batch: its message type and flags
@@ -51,112 +43,65 @@ type request struct {
 	data  []byte
 }
 
-// openBatchSocket opens a netlink socket of proto whose reads end after
-// timeout, so that even an abandoned call's socket gives up on its own.
-func openBatchSocket(proto int, timeout time.Duration) (*batchSocket, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
-	if err != nil {
-		return nil, fmt.Errorf("open netlink socket: %w", err)
-	}
-	s := &batchSocket{fd: fd, timeout: timeout, in: make([]byte, 64<<10)}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		s.close()
-		return nil, fmt.Errorf("bind netlink socket: %w", err)
-	}
-	// Error messages without a copy of the request: smaller, so the window's
-	// worst case stays well inside the receive buffer.
-	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		s.close()
-		return nil, fmt.Errorf("set netlink receive timeout: %w", err)
-	}
-	return s, nil
-}
-
-func (s *batchSocket) close() {
-	if s != nil && s.fd >= 0 {
-		_ = unix.Close(s.fd)
-		s.fd = -1
-	}
-}
-
-// exchange sends reqs (at most batchWindow) in one send and returns the
-// kernel's answer to each: nil for done, else the errno it failed with.
-// An error of its own means the outcome of the whole send is unknown.
-func (s *batchSocket) exchange(reqs []request, errs []error) error {
+// exchange sends reqs (at most batchWindow) in one send, bounded by ctx,
+// and returns the kernel's answer to each in errs: nil for done, else the
+// errno it failed with. An error of its own means the outcome of the whole
+// send is unknown.
+func (s *socket) exchange(ctx context.Context, reqs []request, errs []error) error {
 	if len(reqs) > batchWindow {
 		return fmt.Errorf("%d requests in one send, at most %d", len(reqs), batchWindow)
 	}
-	first := s.seq + 1
-	s.out = s.out[:0]
-	for _, r := range reqs {
+	return s.within(ctx, func() error {
+		first := s.seq + 1
+		s.out = s.out[:0]
+		for _, r := range reqs {
+			s.seq++
+			s.out = appendMessage(s.out, r.typ, r.flags|unix.NLM_F_REQUEST, s.seq, r.data)
+		}
 		s.seq++
-		s.out = appendMessage(s.out, r.typ, r.flags|unix.NLM_F_REQUEST, s.seq, r.data)
-	}
-	s.seq++
-	barrier := s.seq
-	s.out = appendMessage(s.out, unix.NLMSG_NOOP, unix.NLM_F_REQUEST|unix.NLM_F_ACK, barrier, nil)
-	if err := unix.Sendto(s.fd, s.out, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("send %d netlink requests: %w", len(reqs), err)
-	}
-	clear(errs[:len(reqs)])
-	for {
-		n, _, err := unix.Recvfrom(s.fd, s.in, 0)
-		if err != nil {
-			if errors.Is(err, unix.EAGAIN) {
-				return fmt.Errorf("no answer from the kernel within %s: %w", s.timeout, err)
+		barrier := s.seq
+		s.out = appendMessage(s.out, unix.NLMSG_NOOP, unix.NLM_F_REQUEST|unix.NLM_F_ACK, barrier, nil)
+		if err := s.send(s.out); err != nil {
+			return fmt.Errorf("send %d netlink requests: %w", len(reqs), err)
+		}
+		clear(errs[:len(reqs)])
+		for {
+			msgs, err := s.receive()
+			if err != nil {
+				return err
 			}
-			return fmt.Errorf("read netlink answers: %w", err)
+			done, err := answers(msgs, first, barrier, errs)
+			if done {
+				s.answered = true
+			}
+			if err != nil || done {
+				return err
+			}
 		}
-		done, err := s.answers(s.in[:n], first, barrier, errs)
-		if err != nil || done {
-			return err
-		}
-	}
+	})
 }
 
 // answers reads one datagram of answers into errs; done when the barrier's
 // acknowledgement is among them.
-func (s *batchSocket) answers(b []byte, first, barrier uint32, errs []error) (bool, error) {
-	msgs, err := syscall.ParseNetlinkMessage(b)
-	if err != nil {
-		return false, fmt.Errorf("parse netlink answers: %w", err)
-	}
+func answers(msgs []syscall.NetlinkMessage, first, barrier uint32, errs []error) (bool, error) {
 	done := false
 	for _, m := range msgs {
 		if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
 			continue // nothing else is expected; a stray answer is not ours
 		}
 		seq := m.Header.Seq
-		errno := -int32(binary.NativeEndian.Uint32(m.Data[:4]))
+		errno := errnoOf(m.Data)
 		switch {
 		case seq == barrier:
 			if errno != 0 {
-				return false, fmt.Errorf("netlink barrier failed: %w", syscall.Errno(errno))
+				return false, fmt.Errorf("netlink barrier failed: %w", errno)
 			}
 			done = true
 		case seq >= first && seq < barrier && errno != 0:
-			errs[seq-first] = syscall.Errno(errno)
+			errs[seq-first] = errno
 		}
 	}
 	return done, nil
-}
-
-// appendMessage appends one netlink message (struct nlmsghdr, then data,
-// padded to the 4-byte alignment netlink wants).
-func appendMessage(b []byte, typ, flags uint16, seq uint32, data []byte) []byte {
-	n := unix.NLMSG_HDRLEN + len(data)
-	b = binary.NativeEndian.AppendUint32(b, uint32(n))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = binary.NativeEndian.AppendUint16(b, flags)
-	b = binary.NativeEndian.AppendUint32(b, seq)
-	b = binary.NativeEndian.AppendUint32(b, 0) // port id: the kernel fills it in
-	b = append(b, data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
 }
 
 // attrBuf builds netlink attributes into one reused buffer: a request's

@@ -3,8 +3,8 @@
 package linux
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,50 +12,24 @@ import (
 	"go.uber.org/zap"
 )
 
-// bounded runs fn in a goroutine and returns its result, or ctx's error when
-// ctx ends first. fn then finishes on its own and its result is dropped: it
-// travels only through the channel, so an abandoned fn shares no variable
-// with the caller (a count or an error it is still building cannot race
-// with the caller's return).
-func bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		// A panic in fn must not take the agent down. The netlink library
-		// panics when a request fails with anything but an errno (its ipset
-		// code asserts the type), which is what an abandoned call whose
-		// socket was closed under it gets: at SIGTERM, or after a timeout.
-		defer func() {
-			if p := recover(); p != nil {
-				r.err = fmt.Errorf("kernel call panicked: %v", p)
-			}
-			done <- r
-		}()
-		r.v, r.err = fn()
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
+// kernelSockets is a set of kernel sockets a call runs on.
+type kernelSockets interface {
+	// bound makes every wait on the sockets end at deadline: the sockets
+	// of other libraries, which take no context (see socket.within for the
+	// package's own).
+	bound(deadline time.Time) error
+	close()
 }
-
-// closer is a set of kernel sockets a call runs on.
-type closer interface{ close() }
 
 // calls runs kernel calls on sockets of type H: serialized, on live
 // sockets, each bounded by its context's deadline (or by timeout when it has
-// none). A call that is abandoned may still be waiting for the kernel on its
-// sockets, so they are closed and never given to another call: the next one
-// opens fresh ones. IPVS and rtnetlink calls (Dataplane) and ipset calls
-// (Shim) each have their own.
-type calls[H closer] struct {
+// none). A call runs in its caller's goroutine and its sockets end every
+// wait at the deadline or at the context's cancellation, so a call that
+// returns has nothing left running. A call cut short may leave answers
+// queued on its sockets, so they are closed and never given to another
+// call: the next one opens fresh ones. IPVS and rtnetlink calls
+// (Dataplane) and ipset calls (Shim) each have their own.
+type calls[H kernelSockets] struct {
 	log     *zap.Logger
 	timeout time.Duration
 	// open makes fresh sockets (a seam for tests of the timeout path).
@@ -67,7 +41,7 @@ type calls[H closer] struct {
 	closed bool
 }
 
-func newCalls[H closer](log *zap.Logger, timeout time.Duration, open func() (H, error)) *calls[H] {
+func newCalls[H kernelSockets](log *zap.Logger, timeout time.Duration, open func() (H, error)) *calls[H] {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -77,9 +51,9 @@ func newCalls[H closer](log *zap.Logger, timeout time.Duration, open func() (H, 
 	return &calls[H]{log: log, timeout: timeout, open: open}
 }
 
-// call runs fn as one kernel call of c. what names the operation in the
-// error when the call is abandoned.
-func call[H closer, T any](ctx context.Context, c *calls[H], what string, fn func(h H) (T, error)) (T, error) {
+// call runs fn as one kernel call of c; fn's requests honour the ctx it is
+// handed. what names the operation in the error when the call is cut short.
+func call[H kernelSockets, T any](ctx context.Context, c *calls[H], what string, fn func(ctx context.Context, h H) (T, error)) (T, error) {
 	var zero T
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -102,23 +76,34 @@ func call[H closer, T any](ctx context.Context, c *calls[H], what string, fn fun
 		c.h, c.live = h, true
 	}
 	h := c.h
-	v, err := bounded(ctx, func() (T, error) { return fn(h) })
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		// The request may still be pending on these sockets: closing them
-		// ends it (or its socket timeout does), and the next call opens
-		// fresh ones.
-		h.close()
-		var none H
-		c.h, c.live = none, false
-		c.log.Warn("kernel call abandoned", zap.String("op", what), zap.Error(err))
+	deadline, _ := ctx.Deadline()
+	if err := h.bound(deadline); err != nil {
+		c.drop()
 		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := fn(ctx, h)
+	if err != nil && (ctx.Err() != nil || !time.Now().Before(deadline)) {
+		// An answer may still be on its way to these sockets: the next
+		// call opens fresh ones. (A socket's deadline is the context's,
+		// and may pass a moment before the context says so.)
+		c.drop()
+		c.log.Warn("kernel call cut short", zap.String("op", what), zap.Error(err))
+		return zero, fmt.Errorf("%s: %w", what, cmp.Or(ctx.Err(), context.DeadlineExceeded))
 	}
 	return v, err
 }
 
+// drop closes the sockets; the next call opens fresh ones. The caller
+// holds c.mu.
+func (c *calls[H]) drop() {
+	c.h.close()
+	var none H
+	c.h, c.live = none, false
+}
+
 // run is call for a fn with no result but its error.
-func (c *calls[H]) run(ctx context.Context, what string, fn func(h H) error) error {
-	_, err := call(ctx, c, what, func(h H) (struct{}, error) { return struct{}{}, fn(h) })
+func (c *calls[H]) run(ctx context.Context, what string, fn func(ctx context.Context, h H) error) error {
+	_, err := call(ctx, c, what, func(ctx context.Context, h H) (struct{}, error) { return struct{}{}, fn(ctx, h) })
 	return err
 }
 
@@ -127,9 +112,7 @@ func (c *calls[H]) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.live {
-		c.h.close()
-		var none H
-		c.h, c.live = none, false
+		c.drop()
 	}
 	c.closed = true
 }

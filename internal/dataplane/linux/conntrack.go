@@ -4,15 +4,14 @@ package linux
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
-	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -31,7 +30,7 @@ func (d *Dataplane) ClearConntrack(ctx context.Context, s dataplane.StaleFlows) 
 			continue
 		}
 		fam := s.Family(v6)
-		n, err := call(ctx, d.calls, "clear conntrack", func(h *handles) (int, error) {
+		n, err := call(ctx, d.calls, "clear conntrack", func(ctx context.Context, h *handles) (int, error) {
 			if h.ct == nil {
 				c, err := h.dialCT()
 				if err != nil {
@@ -39,7 +38,7 @@ func (d *Dataplane) ClearConntrack(ctx context.Context, s dataplane.StaleFlows) 
 				}
 				h.ct = c
 			}
-			return clearFlows(h.ct, v6, fam)
+			return clearFlows(ctx, h.ct, v6, fam)
 		})
 		total += n
 		if err != nil {
@@ -58,13 +57,16 @@ func familyName(v6 bool) string {
 }
 
 // flowTable is the part of a conntrack socket a cleanup uses (a seam for
-// tests).
+// tests). Its requests honour ctx.
 type flowTable interface {
 	// Dump hands fn every flow of the family, of proto as far as the kernel
 	// can filter by it (fn still checks). An error after some flows were
 	// handed over means the dump is incomplete.
-	Dump(v6 bool, proto uint8, fn func(conntrack.Flow)) error
-	Delete(f conntrack.Flow) error
+	Dump(ctx context.Context, v6 bool, proto uint8, fn func(conntrack.Flow)) error
+	// Delete deletes flows, a batch of sends, and returns each one's
+	// error (errs[i] for flows[i]); its own error means the outcome of
+	// those not answered is unknown.
+	Delete(ctx context.Context, flows []conntrack.Flow, errs []error) error
 	Close() error
 }
 
@@ -73,27 +75,33 @@ type flowTable interface {
 // socket cannot carry them, and the kernel's walk of its table is not
 // disturbed. It returns how many went; a dump cut short is an error (the
 // caller retries), after the flows it did read are deleted.
-func clearFlows(ct flowTable, v6 bool, s dataplane.StaleFlows) (int, error) {
+func clearFlows(ctx context.Context, ct flowTable, v6 bool, s dataplane.StaleFlows) (int, error) {
 	var stale []conntrack.Flow
-	dumpErr := ct.Dump(v6, uint8(s.Proto), func(f conntrack.Flow) {
+	dumpErr := ct.Dump(ctx, v6, uint8(s.Proto), func(f conntrack.Flow) {
 		if s.Matches(model.Protocol(f.TupleOrig.Proto.Protocol), origDst(f), replySrc(f)) {
-			stale = append(stale, f)
+			stale = append(stale, conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, ID: f.ID})
 		}
 	})
 	if dumpErr != nil {
 		dumpErr = fmt.Errorf("dump conntrack: %w", dumpErr)
 	}
-	n := 0
 	errs := []error{dumpErr}
-	for _, f := range stale {
-		err := ct.Delete(conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, ID: f.ID})
+	if len(stale) == 0 {
+		return 0, errors.Join(errs...)
+	}
+	derrs := make([]error, len(stale))
+	if err := ct.Delete(ctx, stale, derrs); err != nil {
+		errs = append(errs, fmt.Errorf("delete %d flows: %w", len(stale), err))
+	}
+	n := 0
+	for i, err := range derrs {
 		switch {
 		case err == nil:
 			n++
 		case errors.Is(err, syscall.ENOENT):
 			// It expired between the dump and the delete: gone either way.
 		default:
-			errs = append(errs, fmt.Errorf("delete flow %s: %w", f.TupleOrig, err))
+			errs = append(errs, fmt.Errorf("delete flow %s: %w", stale[i].TupleOrig, err))
 		}
 	}
 	return n, errors.Join(errs...)
@@ -110,51 +118,32 @@ func replySrc(f conntrack.Flow) netip.AddrPort {
 	return netip.AddrPortFrom(f.TupleReply.IP.SourceAddress, f.TupleReply.Proto.SourcePort)
 }
 
-// ctTable dumps over a socket of its own, streaming (a table of a million
-// entries is never held whole), and deletes over ti-mo/conntrack's.
+// ctTable reads and deletes conntrack entries over one netfilter socket:
+// a dump streams (a table of a million entries is never held whole), and
+// deletes go out in batches.
 type ctTable struct {
-	// dump numbers its requests, so that a reply to an earlier one is never
-	// taken for this one's.
-	dump *nl.SocketHandle
-	conn *conntrack.Conn
+	s *socket
 	// noFilter: the kernel refused the dump filter; dump unfiltered.
 	noFilter bool
 }
 
-// dialConntrack opens the conntrack sockets in the agent's network
+// dialConntrack opens the conntrack socket in the agent's network
 // namespace.
-func dialConntrack() (flowTable, error) { return openFlowTable(netns.None(), time.Minute) }
+func dialConntrack() (flowTable, error) { return openFlowTable(netns.None()) }
 
-// openFlowTable opens the conntrack sockets in ns (netns.None(): the
-// current one). timeout bounds each receive, so a dump whose call was
-// abandoned ends even if its socket's close does not wake it.
-func openFlowTable(ns netns.NsHandle, timeout time.Duration) (*ctTable, error) {
-	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_NETFILTER)
+// openFlowTable opens the conntrack socket in ns (netns.None(): the
+// current one).
+func openFlowTable(ns netns.NsHandle) (*ctTable, error) {
+	s, err := openSocketIn(ns, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("open conntrack netlink socket: %w", err)
 	}
-	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	if err := s.SetReceiveTimeout(&tv); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("set conntrack socket timeout: %w", err)
-	}
-	var cfg *netlink.Config
-	if ns.IsOpen() {
-		cfg = &netlink.Config{NetNS: int(ns)}
-	}
-	c, err := conntrack.Dial(cfg)
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open conntrack netlink socket: %w", err)
-	}
-	return &ctTable{dump: &nl.SocketHandle{Socket: s}, conn: c}, nil
+	return &ctTable{s: s}, nil
 }
 
-func (t *ctTable) Delete(f conntrack.Flow) error { return t.conn.Delete(f) }
-
 func (t *ctTable) Close() error {
-	t.dump.Socket.Close()
-	return t.conn.Close()
+	t.s.close()
+	return nil
 }
 
 // Dump dumps the family's table, filtered by the kernel to proto where it
@@ -163,71 +152,122 @@ func (t *ctTable) Close() error {
 // it: the protocol is what they share. A kernel that rejects the filter
 // is asked again without it, and not asked with it again; an older kernel
 // ignores the attribute and dumps everything, which the match sorts out.
-func (t *ctTable) Dump(v6 bool, proto uint8, fn func(conntrack.Flow)) error {
+func (t *ctTable) Dump(ctx context.Context, v6 bool, proto uint8, fn func(conntrack.Flow)) error {
 	if !t.noFilter {
-		err := t.dumpWith(v6, protoFilter(proto), fn)
+		err := t.dumpWith(ctx, v6, protoFilter(proto), fn)
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return err
 		}
 		t.noFilter = true
 	}
-	return t.dumpWith(v6, nil, fn)
+	return t.dumpWith(ctx, v6, nil, fn)
 }
 
 // conntrack netlink message types and attributes (linux/netfilter/
 // nfnetlink_conntrack.h).
 const (
-	ctNewMsg   = unix.NFNL_SUBSYS_CTNETLINK<<8 | 0 // IPCTNL_MSG_CT_NEW: what a dump answers with
-	ctGetMsg   = unix.NFNL_SUBSYS_CTNETLINK<<8 | 1 // IPCTNL_MSG_CT_GET
-	ctaTuple   = 1                                 // CTA_TUPLE_ORIG
-	ctaProto   = 2                                 // CTA_TUPLE_PROTO
-	ctaProtoNr = 1                                 // CTA_PROTO_NUM
-	ctaFilter  = 25                                // CTA_FILTER
-	ctaFOrig   = 1                                 // CTA_FILTER_ORIG_FLAGS
-	ctaFProto  = 1 << 3                            // CTA_FILTER_F_CTA_PROTO_NUM
+	ctNewMsg     = unix.NFNL_SUBSYS_CTNETLINK<<8 | 0 // IPCTNL_MSG_CT_NEW: what a dump answers with
+	ctGetMsg     = unix.NFNL_SUBSYS_CTNETLINK<<8 | 1 // IPCTNL_MSG_CT_GET
+	ctDeleteMsg  = unix.NFNL_SUBSYS_CTNETLINK<<8 | 2 // IPCTNL_MSG_CT_DELETE
+	ctaTuple     = 1                                 // CTA_TUPLE_ORIG
+	ctaReply     = 2                                 // CTA_TUPLE_REPLY
+	ctaID        = 12                                // CTA_ID
+	ctaTupleIP   = 1                                 // CTA_TUPLE_IP
+	ctaProto     = 2                                 // CTA_TUPLE_PROTO
+	ctaZone      = 3                                 // CTA_TUPLE_ZONE
+	ctaIPv4Src   = 1                                 // CTA_IP_V4_SRC
+	ctaIPv4Dst   = 2                                 // CTA_IP_V4_DST
+	ctaIPv6Src   = 3                                 // CTA_IP_V6_SRC
+	ctaIPv6Dst   = 4                                 // CTA_IP_V6_DST
+	ctaProtoNr   = 1                                 // CTA_PROTO_NUM
+	ctaProtoSrc  = 2                                 // CTA_PROTO_SRC_PORT
+	ctaProtoDst  = 3                                 // CTA_PROTO_DST_PORT
+	ctaFilter    = 25                                // CTA_FILTER
+	ctaFOrig     = 1                                 // CTA_FILTER_ORIG_FLAGS
+	ctaFProto    = 1 << 3                            // CTA_FILTER_F_CTA_PROTO_NUM
+	nfnlVersion0 = 0                                 // NFNETLINK_V0
 )
 
 // protoFilter is the CTA_FILTER asking for flows of proto only.
 func protoFilter(proto uint8) []byte {
-	ae := netlink.NewAttributeEncoder()
-	ae.Nested(ctaTuple, func(t *netlink.AttributeEncoder) error {
-		t.Nested(ctaProto, func(p *netlink.AttributeEncoder) error {
-			p.Uint8(ctaProtoNr, proto)
-			return nil
-		})
-		return nil
-	})
-	ae.Nested(ctaFilter, func(f *netlink.AttributeEncoder) error {
-		f.Uint32(ctaFOrig, ctaFProto)
-		return nil
-	})
-	b, err := ae.Encode()
-	if err != nil { // only on an attribute too large, which these are not
-		return nil
+	var a attrBuf
+	t := a.nest(ctaTuple)
+	p := a.nest(ctaProto)
+	a.u8(ctaProtoNr, proto)
+	a.end(p)
+	a.end(t)
+	f := a.nest(ctaFilter)
+	a.u32(ctaFOrig, ctaFProto)
+	a.end(f)
+	return a.b
+}
+
+// nfgenmsg is struct nfgenmsg: family, version NFNETLINK_V0, resource id 0.
+func nfgenmsg(v6 bool) []byte {
+	if v6 {
+		return []byte{unix.AF_INET6, nfnlVersion0, 0, 0}
 	}
-	return b
+	return []byte{unix.AF_INET, nfnlVersion0, 0, 0}
 }
 
 // dumpWith runs one dump of the family with attrs in its request, handing
 // each flow to fn as it is decoded.
-func (t *ctTable) dumpWith(v6 bool, attrs []byte, fn func(conntrack.Flow)) error {
-	family := uint8(unix.AF_INET)
-	if v6 {
-		family = unix.AF_INET6
-	}
-	req := nl.NewNetlinkRequest(ctGetMsg, unix.NLM_F_DUMP)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: t.dump}
-	// nfgenmsg: family, version NFNETLINK_V0, resource id 0.
-	req.AddRawData(append([]byte{family, 0, 0, 0}, attrs...))
-	var bad error
-	err := req.ExecuteIter(unix.NETLINK_NETFILTER, ctNewMsg, func(msg []byte) bool {
+func (t *ctTable) dumpWith(ctx context.Context, v6 bool, attrs []byte, fn func(conntrack.Flow)) error {
+	return t.s.query(ctx, ctGetMsg, unix.NLM_F_DUMP, append(nfgenmsg(v6), attrs...), func(m netlink.Message) error {
 		var ev conntrack.Event
-		if err := ev.Unmarshal(netlink.Message{Header: netlink.Header{Type: ctNewMsg}, Data: msg}); err != nil {
-			bad = fmt.Errorf("decode conntrack entry: %w", err)
-			return false // the rest is drained unread
+		if err := ev.Unmarshal(netlink.Message{Header: netlink.Header{Type: ctNewMsg}, Data: m.Data}); err != nil {
+			return fmt.Errorf("decode conntrack entry: %w", err)
 		}
 		fn(*ev.Flow)
-		return true
+		return nil
 	})
-	return errors.Join(err, bad)
+}
+
+// Delete deletes flows, batchWindow per send; a flow is named by both its
+// tuples and its id, as the dump gave them, so that a connection made
+// anew under the same tuple since is not the one deleted.
+func (t *ctTable) Delete(ctx context.Context, flows []conntrack.Flow, errs []error) error {
+	var a attrBuf
+	reqs := make([]request, 0, batchWindow)
+	for start := 0; start < len(flows); start += batchWindow {
+		end := min(start+batchWindow, len(flows))
+		a.b, reqs = a.b[:0], reqs[:0]
+		for _, f := range flows[start:end] {
+			at := len(a.b)
+			a.b = append(a.b, nfgenmsg(f.TupleOrig.IP.IsIPv6())...)
+			encodeTuple(&a, ctaTuple, f.TupleOrig)
+			encodeTuple(&a, ctaReply, f.TupleReply)
+			if f.ID != 0 {
+				a.put(ctaID, binary.BigEndian.AppendUint32(nil, f.ID))
+			}
+			reqs = append(reqs, request{typ: ctDeleteMsg, data: a.b[at:]})
+		}
+		if err := t.s.exchange(ctx, reqs, errs[start:end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeTuple puts one direction of a flow of a protocol with ports (the
+// only ones a cleanup names: TCP, UDP, SCTP).
+func encodeTuple(a *attrBuf, typ uint16, t conntrack.Tuple) {
+	at := a.nest(typ)
+	ip := a.nest(ctaTupleIP)
+	src, dst := uint16(ctaIPv4Src), uint16(ctaIPv4Dst)
+	if t.IP.IsIPv6() {
+		src, dst = ctaIPv6Src, ctaIPv6Dst
+	}
+	a.put(src, t.IP.SourceAddress.AsSlice())
+	a.put(dst, t.IP.DestinationAddress.AsSlice())
+	a.end(ip)
+	p := a.nest(ctaProto)
+	a.u8(ctaProtoNr, t.Proto.Protocol)
+	a.be16(ctaProtoSrc, t.Proto.SourcePort)
+	a.be16(ctaProtoDst, t.Proto.DestinationPort)
+	a.end(p)
+	if t.Zone != 0 {
+		a.be16(ctaZone, t.Zone)
+	}
+	a.end(at)
 }

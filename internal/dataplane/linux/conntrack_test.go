@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -27,13 +29,13 @@ type countedTable struct {
 	handed map[uint8]int
 }
 
-func (c *countedTable) Dump(v6 bool, proto uint8, fn func(conntrack.Flow)) error {
+func (c *countedTable) Dump(ctx context.Context, v6 bool, proto uint8, fn func(conntrack.Flow)) error {
 	if v6 {
 		c.dumps[1]++
 	} else {
 		c.dumps[0]++
 	}
-	return c.ctTable.Dump(v6, proto, func(f conntrack.Flow) {
+	return c.ctTable.Dump(ctx, v6, proto, func(f conntrack.Flow) {
 		c.handed[f.TupleOrig.Proto.Protocol]++
 		fn(f)
 	})
@@ -85,10 +87,11 @@ func kernelFilters(t *testing.T) bool {
 // needs no IPVS.
 func TestClearConntrackReadsEachFamilyOnce(t *testing.T) {
 	ns := freshNetns(t)
-	table, err := openFlowTable(ns, time.Minute)
+	table, err := openFlowTable(ns)
 	if err != nil {
 		t.Skipf("no conntrack netlink here: %v", err)
 	}
+	conn := dialConntrackIn(t, ns)
 	counted := &countedTable{ctTable: table, handed: map[uint8]int{}}
 	d := testDataplane(time.Minute, func() (*handles, error) {
 		return &handles{dialCT: func() (flowTable, error) { return counted, nil }}, nil
@@ -155,7 +158,7 @@ func TestClearConntrackReadsEachFamilyOnce(t *testing.T) {
 
 	want := 0
 	for _, e := range entries {
-		if err := table.conn.Create(e.flow); err != nil {
+		if err := conn.Create(e.flow); err != nil {
 			t.Fatalf("create flow %s: %v", e.flow.TupleOrig, err)
 		}
 		if e.deleted {
@@ -174,12 +177,24 @@ func TestClearConntrackReadsEachFamilyOnce(t *testing.T) {
 			counted.handed[syscall.IPPROTO_TCP], table.noFilter)
 	}
 	for _, e := range entries {
-		_, err := table.conn.Get(conntrack.Flow{TupleOrig: e.flow.TupleOrig})
+		_, err := conn.Get(conntrack.Flow{TupleOrig: e.flow.TupleOrig})
 		if e.deleted != (err != nil) {
 			t.Errorf("flow %s, reply from %s: want deleted=%v, lookup error %v",
 				e.flow.TupleOrig, e.flow.TupleReply.IP.SourceAddress, e.deleted, err)
 		}
 	}
+}
+
+// dialConntrackIn is a conntrack connection of the test's own in ns, to
+// make and look up entries.
+func dialConntrackIn(tb testing.TB, ns netns.NsHandle) *conntrack.Conn {
+	tb.Helper()
+	c, err := conntrack.Dial(&netlink.Config{NetNS: int(ns)})
+	if err != nil {
+		skipOrFail(tb, fmt.Sprintf("no conntrack netlink here: %v", err))
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // skipOrFail skips with the reason, or fails where a kernel is promised

@@ -12,9 +12,8 @@ import (
 )
 
 // The encoders below write a window's requests into one buffer each (a
-// request's payload is a slice of it), with the attributes the single
-// calls send: moby/ipvs's for IPVS, vishvananda/netlink's for addresses and
-// ipset members. A slice stays valid when the buffer grows: append copies
+// request's payload is a slice of it), with the attributes ipvsadm and
+// ip(8) send. A slice stays valid when the buffer grows: append copies
 // into a new array and leaves the old one, which nothing writes again.
 
 const (
@@ -145,8 +144,9 @@ func (e *ipvsEncoder) addr(typ uint16, a netip.Addr) {
 type addrEncoder struct{ a attrBuf }
 
 // change encodes RTM_NEWADDR (exclusive create) or RTM_DELADDR of a host
-// address (/32, /128 without duplicate detection; see hostAddr) on the
-// link with index ifindex.
+// address (/32, /128) on the link with index ifindex. An IPv6 one skips
+// duplicate address detection: a VIP is every node's at once, so detection
+// would only delay it (a dummy link skips it anyway; this says so).
 func (e *addrEncoder) change(ifindex int32, add bool, addr netip.Addr) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)

@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,17 +16,17 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 )
 
-// IPVSReader reads the IPVS table over generic netlink, speaking the IPVS
-// family directly for what moby/ipvs does not return: 64-bit counters and
-// rates, the persistence netmask and engine, thresholds, persistent
-// connection counts, tunnel settings, the IPVS version and connection table
-// size, the timeouts and the sync daemons, into package ipvstable's types
-// (cmd/kube-ipvs hands it to ipvsadm, which renders them). It only reads.
+// IPVSReader reads the IPVS table over generic netlink with the package's
+// codec: 64-bit counters and rates, the persistence netmask and engine,
+// thresholds, persistent connection counts, tunnel settings, the IPVS
+// version and connection table size, the timeouts and the sync daemons,
+// into package ipvstable's types (cmd/kube-ipvs hands it to ipvsadm, which
+// renders them). It only reads.
 //
 // Every request is bounded by its context (or by a default deadline), so an
 // unanswered request cannot hang the caller.
 type IPVSReader struct {
-	conn   *netlink.Conn
+	s      *socket
 	family uint16
 }
 
@@ -46,42 +47,66 @@ const (
 	ipvsCmdGetService = 4
 	ipvsCmdGetDest    = 8
 	ipvsCmdGetDaemon  = 11
+	ipvsCmdSetConfig  = 12
 	ipvsCmdGetConfig  = 13
 	ipvsCmdGetInfo    = 15
 )
 
-// OpenIPVSReader dials generic netlink and resolves the IPVS family. A
-// kernel without IPVS yields an error wrapping dataplane.ErrUnsupported.
+// OpenIPVSReader opens a generic netlink socket and resolves the IPVS
+// family. A kernel without IPVS yields an error wrapping
+// dataplane.ErrUnsupported.
 func OpenIPVSReader(ctx context.Context) (*IPVSReader, error) {
-	conn, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
+	s, err := openSocket(unix.NETLINK_GENERIC)
 	if err != nil {
 		return nil, fmt.Errorf("dial generic netlink: %w", err)
 	}
-	r := &IPVSReader{conn: conn, family: genlIDCtrl}
-	fam, err := r.resolveFamily(ctx)
+	ctx, cancel := withDefaultDeadline(ctx)
+	defer cancel()
+	fam, err := ipvsFamilyID(ctx, s)
 	if err != nil {
-		conn.Close()
+		s.close()
 		return nil, err
 	}
-	r.family = fam
-	return r, nil
+	return &IPVSReader{s: s, family: fam}, nil
 }
 
 // Close releases the socket.
-func (r *IPVSReader) Close() error { return r.conn.Close() }
+func (r *IPVSReader) Close() error {
+	r.s.close()
+	return nil
+}
 
-func (r *IPVSReader) resolveFamily(ctx context.Context) (uint16, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(ctrlAttrFamilyName, ipvsGenlName)
-	req, err := ae.Encode()
-	if err != nil {
-		return 0, fmt.Errorf("encode family request: %w", err)
+// withDefaultDeadline gives ctx defaultGenlTimeout when it has no deadline.
+func withDefaultDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
-	id, err := read(ctx, r, "resolve the IPVS generic netlink family", ctrlCmdGetFamily, 0, req, decodeFamilyID)
+	return context.WithTimeout(ctx, defaultGenlTimeout)
+}
+
+// ipvsFamilyID asks the generic netlink controller for the IPVS family's
+// id. The lookup makes the kernel load ip_vs if it is a module; a kernel
+// without IPVS answers ENOENT, an error wrapping dataplane.ErrUnsupported.
+func ipvsFamilyID(ctx context.Context, s *socket) (uint16, error) {
+	var a attrBuf
+	a.b = append(a.b, ctrlCmdGetFamily, 1, 0, 0) // genlmsghdr: command, version
+	a.str(ctrlAttrFamilyName, ipvsGenlName)
+	var msgs []netlink.Message
+	err := s.query(ctx, genlIDCtrl, 0, a.b, func(m netlink.Message) error {
+		msgs = append(msgs, netlink.Message{Header: m.Header, Data: bytes.Clone(m.Data)})
+		return nil
+	})
 	if errors.Is(err, syscall.ENOENT) {
 		return 0, fmt.Errorf("no IPVS generic netlink family (is the ip_vs module loaded?): %w", dataplane.ErrUnsupported)
 	}
-	return id, err
+	if err != nil {
+		return 0, fmt.Errorf("resolve the IPVS generic netlink family: %w", err)
+	}
+	id, err := decodeFamilyID(msgs)
+	if err != nil {
+		return 0, fmt.Errorf("resolve the IPVS generic netlink family: %w", err)
+	}
+	return id, nil
 }
 
 // decodeFamilyID reads the controller's answer about a family.
@@ -98,48 +123,26 @@ func decodeFamilyID(msgs []netlink.Message) (uint16, error) {
 	return id, err
 }
 
-// execute sends one generic netlink request to the reader's family and
-// returns the answers (all parts of a dump), bounded by ctx.
-func (r *IPVSReader) execute(ctx context.Context, cmd uint8, flags netlink.HeaderFlags, attrs []byte) ([]netlink.Message, error) {
+// genlMessage is a request to the IPVS family: the generic netlink header
+// (command, version, two reserved bytes), then attrs.
+func genlMessage(cmd uint8, attrs []byte) []byte {
 	data := make([]byte, genlHeaderLen, genlHeaderLen+len(attrs))
-	data[0], data[1] = cmd, ipvsGenlVersion // then two reserved bytes
-	data = append(data, attrs...)
-	return boundedExecute(ctx, r.conn, netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(r.family), Flags: netlink.Request | flags},
-		Data:   data,
-	})
-}
-
-// boundedExecute sends one request on conn and returns its answers (all
-// parts of a dump), bounded by ctx's deadline, or by defaultGenlTimeout
-// when it has none.
-func boundedExecute(ctx context.Context, conn *netlink.Conn, m netlink.Message) ([]netlink.Message, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(defaultGenlTimeout)
-	}
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, fmt.Errorf("set netlink deadline: %w", err)
-	}
-	// a cancelled context ends a pending receive at once
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	msgs, err := conn.Execute(m)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, fmt.Errorf("%w (%w)", ctxErr, err)
-		}
-		return nil, err
-	}
-	return msgs, nil
+	data[0], data[1] = cmd, ipvsGenlVersion
+	return append(data, attrs...)
 }
 
 // read sends one request and decodes its answers (every part of a dump):
 // every kind of message the reader asks for goes through here. what names
 // the read in the error.
-func read[T any](ctx context.Context, r *IPVSReader, what string, cmd uint8, flags netlink.HeaderFlags, req []byte,
+func read[T any](ctx context.Context, r *IPVSReader, what string, cmd uint8, flags uint16, req []byte,
 	decode func([]netlink.Message) (T, error)) (T, error) {
-	msgs, err := r.execute(ctx, cmd, flags, req)
+	ctx, cancel := withDefaultDeadline(ctx)
+	defer cancel()
+	var msgs []netlink.Message
+	err := r.s.query(ctx, r.family, flags, genlMessage(cmd, req), func(m netlink.Message) error {
+		msgs = append(msgs, netlink.Message{Header: m.Header, Data: bytes.Clone(m.Data)})
+		return nil
+	})
 	if err == nil {
 		var v T
 		if v, err = decode(msgs); err == nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nlenc"
+	"github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/ipvstable"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
@@ -68,7 +70,7 @@ const (
 
 	// fwdMask is IP_VS_CONN_F_FWD_MASK: the forwarding bits of a
 	// destination's conn flags.
-	fwdMask = 0x7
+	fwdMask = ipvs.ConnectionFlagFwdMask
 )
 
 // Info is IPVS_CMD_GET_INFO: version and connection table size.
@@ -83,12 +85,12 @@ func (r *IPVSReader) Timeouts(ctx context.Context) (ipvstable.Timeouts, error) {
 
 // Daemons dumps the connection-sync daemons (none on most nodes).
 func (r *IPVSReader) Daemons(ctx context.Context) ([]ipvstable.Daemon, error) {
-	return read(ctx, r, "dump IPVS sync daemons", ipvsCmdGetDaemon, netlink.Dump, nil, decodeDaemons)
+	return read(ctx, r, "dump IPVS sync daemons", ipvsCmdGetDaemon, unix.NLM_F_DUMP, nil, decodeDaemons)
 }
 
 // Services dumps every virtual service, then each one's destinations.
 func (r *IPVSReader) Services(ctx context.Context) ([]ipvstable.Service, error) {
-	svcs, err := read(ctx, r, "dump IPVS services", ipvsCmdGetService, netlink.Dump, nil, decodeServices)
+	svcs, err := read(ctx, r, "dump IPVS services", ipvsCmdGetService, unix.NLM_F_DUMP, nil, decodeServices)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +100,7 @@ func (r *IPVSReader) Services(ctx context.Context) ([]ipvstable.Service, error) 
 		if err != nil {
 			return nil, err
 		}
-		svc.Dests, err = read(ctx, r, "dump destinations of "+svcLabel(svc), ipvsCmdGetDest, netlink.Dump, req,
+		svc.Dests, err = read(ctx, r, "dump destinations of "+svcLabel(svc), ipvsCmdGetDest, unix.NLM_F_DUMP, req,
 			func(msgs []netlink.Message) ([]ipvstable.Dest, error) { return decodeDests(msgs, svc.AF) })
 		if err != nil {
 			return nil, err

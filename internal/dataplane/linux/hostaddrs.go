@@ -135,8 +135,19 @@ func (w *addrWatcher) read() {
 	w.report(slices.Clone(addrs))
 }
 
+// listTimeout bounds each answer of a read of the links and addresses.
+const listTimeout = 30 * time.Second
+
 func (w *addrWatcher) list() ([]netip.Addr, error) {
-	links, err := netlink.LinkList()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
+	}
+	defer h.Close()
+	if err := h.SetSocketTimeout(listTimeout); err != nil {
+		return nil, fmt.Errorf("set rtnetlink socket timeout: %w", err)
+	}
+	links, err := h.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -144,7 +155,7 @@ func (w *addrWatcher) list() ([]netip.Addr, error) {
 	for _, l := range links {
 		w.links[l.Attrs().Index] = l.Attrs().Name
 	}
-	list, err := netlink.AddrList(nil, unix.AF_UNSPEC)
+	list, err := h.AddrList(nil, unix.AF_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("list addresses: %w", err)
 	}

@@ -15,11 +15,10 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
-// Reading sets is the agent's own code, not the netlink library's: its
-// list decodes every attribute through a goroutine and a channel, and at
-// 10,000 Services × 10 endpoints (110,000 members) a read of the sets took
-// a second of a real CPU and tens of seconds under emulation, once per
-// drift check (issue 12). This decoder walks the answer in place.
+// Sets are read with the package's own decoder on its own socket: a read of
+// the sets is a dump of 110,000 members at 10,000 Services × 10 endpoints,
+// made by every rescan, and this decoder walks each answer in place as it
+// arrives, building nothing per attribute.
 
 // More of ipset's netlink protocol (the rest is in shim_batch.go).
 const (
@@ -49,23 +48,19 @@ func ipsetNames(ctx context.Context) ([]string, error) {
 	ae.Uint8(ipsetAttrProto, ipsetProtocol)
 	// The command-level flags travel in network byte order.
 	ae.Bytes(ipsetAttrFlags|unix.NLA_F_NET_BYTEORDER, binary.BigEndian.AppendUint32(nil, ipsetFlagListSetName))
-	msgs, err := ipsetDump(ctx, ae)
-	if err != nil {
-		return nil, err
-	}
 	var names []string
 	seen := map[string]bool{}
-	for _, m := range msgs {
-		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
+	err := ipsetDump(ctx, ae, func(m netlink.Message) error {
+		return eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			if name := cString(v); typ == ipsetAttrName && !seen[name] {
 				seen[name] = true
 				names = append(names, name)
 			}
 			return nil
 		})
-		if err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return names, nil
 }
@@ -77,13 +72,9 @@ func ipsetHeader(ctx context.Context, name string) (setHeader, error) {
 	ae.Uint8(ipsetAttrProto, ipsetProtocol)
 	ae.String(ipsetAttrName, name)
 	ae.Bytes(ipsetAttrFlags|unix.NLA_F_NET_BYTEORDER, binary.BigEndian.AppendUint32(nil, ipsetFlagListHeader))
-	msgs, err := ipsetDump(ctx, ae)
-	if err != nil {
-		return setHeader{}, err
-	}
 	var h setHeader
-	for _, m := range msgs {
-		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
+	err := ipsetDump(ctx, ae, func(m netlink.Message) error {
+		return eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			switch {
 			case typ == ipsetAttrTypeName:
 				h.typ = cString(v)
@@ -102,9 +93,9 @@ func ipsetHeader(ctx context.Context, name string) (setHeader, error) {
 			}
 			return nil
 		})
-		if err != nil {
-			return setHeader{}, err
-		}
+	})
+	if err != nil {
+		return setHeader{}, err
 	}
 	if h.typ == "" {
 		return setHeader{}, fmt.Errorf("the kernel's answer for ipset %s names no type", name)
@@ -119,12 +110,8 @@ func ipsetMembers(ctx context.Context, def shim.SetDef, each func(model.SetEntry
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint8(ipsetAttrProto, ipsetProtocol)
 	ae.String(ipsetAttrName, def.Name)
-	msgs, err := ipsetDump(ctx, ae)
-	if err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		err := eachNfnlAttr(m, func(typ uint16, v []byte) error {
+	return ipsetDump(ctx, ae, func(m netlink.Message) error {
+		return eachNfnlAttr(m, func(typ uint16, v []byte) error {
 			if typ != ipsetAttrADT {
 				return nil
 			}
@@ -140,11 +127,7 @@ func ipsetMembers(ctx context.Context, def shim.SetDef, each func(model.SetEntry
 				return nil
 			})
 		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // rawMember is what a member's attributes hold.
@@ -242,27 +225,30 @@ func decodeIPSetAddr(b []byte) (netip.Addr, error) {
 	return a.Unmap(), err
 }
 
-// ipsetDump sends one ipset list request (a dump) and returns its answers,
-// bounded by ctx.
-func ipsetDump(ctx context.Context, ae *netlink.AttributeEncoder) ([]netlink.Message, error) {
+// ipsetDump sends one ipset list request (a dump) and hands each answer to
+// each as it arrives, bounded by ctx.
+func ipsetDump(ctx context.Context, ae *netlink.AttributeEncoder, each func(netlink.Message) error) error {
 	attrs, err := ae.Encode()
 	if err != nil {
-		return nil, fmt.Errorf("encode ipset list request: %w", err)
+		return fmt.Errorf("encode ipset list request: %w", err)
 	}
 	// nfgenmsg as ipset(8) sends it: family AF_INET, version 0, res_id 0.
 	data := append([]byte{unix.AF_INET, 0, 0, 0}, attrs...)
-	return netfilterExecute(ctx, nfnlSubsysIPSet<<8|ipsetCmdList, netlink.Request|netlink.Dump, data)
+	return netfilterQuery(ctx, nfnlSubsysIPSet<<8|ipsetCmdList, unix.NLM_F_DUMP, data, each)
 }
 
-// netfilterExecute sends one nfnetlink request on a socket of its own and
-// returns its answers (every part of a dump), bounded by ctx.
-func netfilterExecute(ctx context.Context, typ uint16, flags netlink.HeaderFlags, data []byte) ([]netlink.Message, error) {
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+// netfilterQuery sends one nfnetlink request on a socket of its own and
+// hands each answer (every part of a dump) to each, bounded by ctx (or by
+// defaultGenlTimeout when it has no deadline).
+func netfilterQuery(ctx context.Context, typ, flags uint16, data []byte, each func(netlink.Message) error) error {
+	s, err := openSocket(unix.NETLINK_NETFILTER)
 	if err != nil {
-		return nil, fmt.Errorf("dial netfilter netlink: %w", err)
+		return fmt.Errorf("dial netfilter netlink: %w", err)
 	}
-	defer conn.Close()
-	return boundedExecute(ctx, conn, netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags}, Data: data})
+	defer s.close()
+	ctx, cancel := withDefaultDeadline(ctx)
+	defer cancel()
+	return s.query(ctx, typ, flags, data, each)
 }
 
 // eachNfnlAttr calls fn on each top-level attribute of one nfnetlink answer

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -56,7 +55,7 @@ const addrGenModeNone = 1
 // IPv6 link-local address, and sets the sysctls. Running it again changes
 // nothing that is already right.
 func (d *Dataplane) Init(ctx context.Context) error {
-	err := d.do(ctx, "init", func(h *handles) error {
+	err := d.do(ctx, "init", func(_ context.Context, h *handles) error {
 		link, err := d.ensureLink(h.nl)
 		if err != nil {
 			return err
@@ -133,7 +132,7 @@ func (d *Dataplane) ensureLink(h *netlink.Handle) (netlink.Link, error) {
 // comes up. An up link otherwise gets a link-local address (fe80::/64 from
 // its random MAC): the node would then send router and multicast listener
 // solicitations from kube-ipvs0 and answer on that address, which nobody
-// asked for (issue 9). kube-proxy leaves its link down instead; keeping
+// asked for. kube-proxy leaves its link down instead; keeping
 // ours up keeps the VIP behaviour the VM suites check, with nothing else on
 // the link. A kernel without IPv6 has nothing to turn off.
 func (d *Dataplane) noLinkLocal(h *netlink.Handle, link netlink.Link) error {
@@ -257,19 +256,6 @@ func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// hostAddr is addr as a host route's address: /32 or /128. NODAD because a
-// VIP is owned by every node at once; duplicate detection would only delay
-// it (a dummy link skips DAD anyway, this says so explicitly).
-func hostAddr(addr netip.Addr) *netlink.Addr {
-	addr = addr.Unmap()
-	bits := addr.BitLen()
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
-	if addr.Is6() {
-		a.Flags = unix.IFA_F_NODAD
-	}
-	return a
-}
-
 // linkFor finds the link or says it does not exist.
 func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
 	link, err := h.nl.LinkByName(d.linkName)
@@ -282,39 +268,9 @@ func (d *Dataplane) linkFor(h *handles) (netlink.Link, error) {
 	return link, nil
 }
 
-// AddAddr binds a VIP to the link.
-func (d *Dataplane) AddAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "bind address", func(h *handles) error {
-		link, err := d.linkFor(h)
-		if err != nil {
-			return err
-		}
-		return addrErrs.wrap(h.nl.AddrAdd(link, hostAddr(addr)))
-	})
-	if err != nil {
-		return fmt.Errorf("bind %s to %s: %w", addr, d.linkName, err)
-	}
-	return nil
-}
-
-// DeleteAddr unbinds a VIP from the link.
-func (d *Dataplane) DeleteAddr(ctx context.Context, addr netip.Addr) error {
-	err := d.do(ctx, "unbind address", func(h *handles) error {
-		link, err := d.linkFor(h)
-		if err != nil {
-			return err
-		}
-		return addrErrs.wrap(h.nl.AddrDel(link, hostAddr(addr)))
-	})
-	if err != nil {
-		return fmt.Errorf("unbind %s from %s: %w", addr, d.linkName, err)
-	}
-	return nil
-}
-
 // DeleteLink removes the link and with it every VIP; the IPVS table stays.
 func (d *Dataplane) DeleteLink(ctx context.Context) error {
-	err := d.do(ctx, "delete link", func(h *handles) error {
+	err := d.do(ctx, "delete link", func(_ context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
@@ -354,8 +310,8 @@ func (d *Dataplane) LinkFamilies(ctx context.Context) (model.Families, error) {
 // sockets every change goes through: both answer unless the kernel refuses
 // the agent as a whole (see dataplane.Dataplane.Probe).
 func (d *Dataplane) Probe(ctx context.Context) error {
-	err := d.do(ctx, "probe", func(h *handles) error {
-		if _, err := h.ipvs.GetConfig(); err != nil {
+	err := d.do(ctx, "probe", func(ctx context.Context, h *handles) error {
+		if _, err := d.readTimeouts(ctx, h); err != nil {
 			return fmt.Errorf("read IPVS configuration: %w", err)
 		}
 		_, err := d.linkFor(h)

@@ -1,22 +1,23 @@
 //go:build linux
 
-// Package linux is the dataplane on a real kernel: IPVS through
-// github.com/moby/ipvs, the VIP link and its addresses through
-// github.com/vishvananda/netlink, conntrack through github.com/ti-mo/conntrack.
+// Package linux is the dataplane on a real kernel: IPVS, ipset members,
+// nftables' generation and conntrack over the package's own netlink socket
+// and codec (socket.go, encode.go, genl_ipvs.go), the VIP link and its
+// addresses through github.com/vishvananda/netlink, iptables through
+// iptables-save and iptables-restore.
 //
-// Two facts about moby/ipvs shape this package (see docs on KERNEL-LAB):
-// on a kernel without IPVS it reports success and later panics, so New checks
-// for IPVS itself; and a Handle is not safe for concurrent use and an
-// unanswered request never returns, so every call is serialized and bounded
-// by its context, and a handle that timed out is thrown away.
+// Every call is serialized and runs in its caller's goroutine, bounded by
+// its context: the sockets end every wait at the deadline or at the
+// context's cancellation, so no call can hang the agent or leave anything
+// running behind it.
 package linux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -66,8 +67,11 @@ type Dataplane struct {
 	sysModule string
 	strict    bool
 	tuning    dataplane.ConntrackTuning
-	// ipvsFamily is the IPVS generic netlink family's id, for batches.
+	// ipvsFamily is the IPVS generic netlink family's id.
 	ipvsFamily uint16
+	// lastReals is how many real servers the last full read found (it
+	// sizes the next one's map of counters).
+	lastReals int
 
 	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
 	calls *calls[*handles]
@@ -75,44 +79,44 @@ type Dataplane struct {
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
 
-// handles are the kernel sockets one call uses. A call that times out may
-// still be running in its goroutine, so it keeps its own handles and the
-// Dataplane drops them rather than share them with the next call.
+// handles are the kernel sockets the dataplane's calls use.
 type handles struct {
-	ipvs *ipvs.Handle
-	nl   *netlink.Handle
-	ct   flowTable // dialled on first use, by dialCT
-	// dialCT opens the conntrack socket (a seam for tests).
+	// genl carries every IPVS request: batches, dumps, single requests.
+	genl *socket
+	// rt carries batches of address changes.
+	rt *socket
+	// nl does the rest of rtnetlink (links, address lists).
+	nl *netlink.Handle
+	ct flowTable // dialled on first use, by dialCT
+	// dialCT opens the conntrack sockets (a seam for tests).
 	dialCT func() (flowTable, error)
-	// genl and rt carry batches (Apply) to IPVS and rtnetlink; opened on
-	// first use.
-	genl, rt *batchSocket
 }
 
-// batchSocket returns *s, opening it first if needed.
-func (h *handles) batchSocket(s **batchSocket, proto int, timeout time.Duration) (*batchSocket, error) {
-	if *s == nil {
-		bs, err := openBatchSocket(proto, timeout)
-		if err != nil {
-			return nil, err
-		}
-		*s = bs
+// bound gives the library's rtnetlink socket the call's deadline (the
+// package's own sockets take it from the call's context).
+func (h *handles) bound(deadline time.Time) error {
+	if h.nl == nil {
+		return nil
 	}
-	return *s, nil
+	left := time.Until(deadline)
+	if left < time.Millisecond {
+		left = time.Millisecond
+	}
+	if err := h.nl.SetSocketTimeout(left); err != nil {
+		return fmt.Errorf("set rtnetlink socket timeout: %w", err)
+	}
+	return nil
 }
 
 func (h *handles) close() {
-	if h.ipvs != nil {
-		h.ipvs.Close()
-	}
+	h.genl.close()
+	h.rt.close()
 	if h.nl != nil {
 		h.nl.Close()
 	}
 	if h.ct != nil {
 		_ = h.ct.Close()
 	}
-	h.genl.close()
-	h.rt.close()
 }
 
 // New checks that the kernel has IPVS and opens the netlink sockets.
@@ -145,48 +149,37 @@ func New(opts Options) (*Dataplane, error) {
 	}
 	d.Shim = NewShim(ShimOptions{Logger: d.log, Backend: opts.IptablesBackend, CallTimeout: d.timeout})
 	d.calls = newCalls(d.log, d.timeout, openHandles)
-	fam, err := checkIPVS(d.timeout)
-	if err != nil {
-		return nil, err
+	// Opens the sockets too, so that a node that cannot fails at start.
+	err := d.do(context.Background(), "look up IPVS", func(ctx context.Context, h *handles) error {
+		fam, err := ipvsFamilyID(ctx, h.genl)
+		d.ipvsFamily = fam
+		return err
+	})
+	if errors.Is(err, dataplane.ErrUnsupported) {
+		return nil, fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (%v): %w",
+			err, dataplane.ErrUnsupported)
 	}
-	d.ipvsFamily = fam
-	// Open the sockets now, so that a node that cannot fails at start.
-	if err := d.do(context.Background(), "open netlink sockets", func(*handles) error { return nil }); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// checkIPVS looks up the IPVS generic-netlink family. The lookup makes the
-// kernel load ip_vs if it is a module, so a node where nobody ran modprobe
-// still works; only a kernel built without IPVS fails. moby/ipvs cannot be
-// trusted for this: without IPVS it reports success.
-func checkIPVS(timeout time.Duration) (uint16, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	fam, err := bounded(ctx, func() (*netlink.GenlFamily, error) { return netlink.GenlFamilyGet("IPVS") })
-	if err != nil {
-		return 0, fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (generic netlink family IPVS: %v): %w",
-			err, dataplane.ErrUnsupported)
-	}
-	return fam.ID, nil
-}
-
 func openHandles() (*handles, error) {
-	ih, err := ipvs.New("")
+	genl, err := openSocket(unix.NETLINK_GENERIC)
 	if err != nil {
-		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+		return nil, fmt.Errorf("open generic netlink socket: %w", err)
 	}
 	nh, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		ih.Close()
+		genl.close()
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &handles{ipvs: ih, nl: nh, dialCT: dialConntrack}, nil
+	return &handles{genl: genl, rt: newSocket(unix.NETLINK_ROUTE), nl: nh, dialCT: dialConntrack}, nil
 }
 
 // do runs one kernel call on the dataplane's sockets (see calls).
-func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) error) error {
+func (d *Dataplane) do(ctx context.Context, what string, fn func(ctx context.Context, h *handles) error) error {
 	return d.calls.run(ctx, what, fn)
 }
 
@@ -196,9 +189,9 @@ func (d *Dataplane) do(ctx context.Context, what string, fn func(h *handles) err
 func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
 	var took [3]time.Duration // IPVS, the link's addresses, the sets
 	began := time.Now()
-	obs, err := call(ctx, d.calls, "observe", func(h *handles) (dataplane.Observation, error) {
+	obs, err := call(ctx, d.calls, "observe", func(ctx context.Context, h *handles) (dataplane.Observation, error) {
 		obs := dataplane.Observation{State: model.NewState(), Conns: map[dataplane.RealRef]model.Conns{}}
-		if err := dumpIPVS(h.ipvs, &obs); err != nil {
+		if err := d.dumpIPVS(ctx, h, &obs); err != nil {
 			return dataplane.Observation{}, err
 		}
 		took[0] = time.Since(began)
@@ -222,8 +215,8 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 	}
 	obs.State.Sets = sets
 	took[2] = time.Since(setsBegan)
-	// What a whole read costs by part: the drift check's repair bound
-	// grows with it (README, "Drift made by anyone else").
+	// What a whole read costs by part: the bound within which the rescan
+	// repairs drift grows with it.
 	d.log.Log(logv.V(logv.Sync), "observed", zap.Int("services", len(obs.State.Services)), zap.Duration("ipvs", took[0]),
 		zap.Int("addrs", len(obs.State.Addrs)), zap.Duration("addrs_took", took[1]),
 		zap.Int("set_members", len(sets)), zap.Duration("sets", took[2]))
@@ -233,8 +226,8 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 // Scan reads what Observe reads, but the counters, handing each entry to v
 // as it is decoded: the same requests, no maps built.
 func (d *Dataplane) Scan(ctx context.Context, v dataplane.Visitor) error {
-	_, err := call(ctx, d.calls, "scan", func(h *handles) (struct{}, error) {
-		return struct{}{}, d.scanTableAndAddrs(h, v)
+	_, err := call(ctx, d.calls, "scan", func(ctx context.Context, h *handles) (struct{}, error) {
+		return struct{}{}, d.scanTableAndAddrs(ctx, h, v)
 	})
 	if err == nil && v.Member != nil {
 		err = d.EachSetEntry(ctx, v.Member)
@@ -248,8 +241,8 @@ func (d *Dataplane) Scan(ctx context.Context, v dataplane.Visitor) error {
 // scanTableAndAddrs is the part of Scan read through the dataplane's
 // handles: the IPVS table and the link's addresses (the sets are read on
 // the shim's own socket).
-func (d *Dataplane) scanTableAndAddrs(h *handles, v dataplane.Visitor) error {
-	err := walkIPVS(h.ipvs, func(int, int) {}, func(vs model.VirtualServer, reals []realRead) {
+func (d *Dataplane) scanTableAndAddrs(ctx context.Context, h *handles, v dataplane.Visitor) error {
+	err := d.walkIPVS(ctx, h, func(int) {}, func(vs model.VirtualServer, reals []realRead) {
 		if v.Service != nil {
 			v.Service(vs)
 		}

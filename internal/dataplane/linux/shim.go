@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink"
+	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -101,39 +100,26 @@ func NewShim(o ShimOptions) *Shim {
 	if s.lockWait <= 0 {
 		s.lockWait = 5 * time.Second
 	}
-	s.ipsets = newCalls(s.log, s.timeout, func() (ipsetHandle, error) { return openIPSetHandle(s.timeout) })
+	s.ipsets = newCalls(s.log, s.timeout, openIPSetHandle)
 	return s
 }
 
-// ipsetHandle is a netfilter netlink socket for ipset requests, and one
-// for batches of member changes (applySets).
-type ipsetHandle struct {
-	*netlink.Handle
-	batch *batchSocket
-}
+// ipsetHandle is the netfilter netlink socket of the ipset requests: single
+// requests and batches of member changes alike.
+type ipsetHandle struct{ s *socket }
 
-func (h ipsetHandle) close() {
-	h.Close()
-	h.batch.close()
-}
+// bound has nothing to do: the socket takes each call's deadline from its
+// context.
+func (ipsetHandle) bound(time.Time) error { return nil }
 
-// openIPSetHandle opens one, with a socket timeout so that even a request
-// the kernel never answers ends on its own once abandoned.
-func openIPSetHandle(timeout time.Duration) (ipsetHandle, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+func (h ipsetHandle) close() { h.s.close() }
+
+func openIPSetHandle() (ipsetHandle, error) {
+	s, err := openSocket(unix.NETLINK_NETFILTER)
 	if err != nil {
 		return ipsetHandle{}, fmt.Errorf("open netfilter netlink socket: %w", err)
 	}
-	if err := h.SetSocketTimeout(timeout); err != nil {
-		h.Close()
-		return ipsetHandle{}, fmt.Errorf("set netfilter netlink socket timeout: %w", err)
-	}
-	b, err := openBatchSocket(netlinkNetfilter, timeout)
-	if err != nil {
-		h.Close()
-		return ipsetHandle{}, err
-	}
-	return ipsetHandle{Handle: h, batch: b}, nil
+	return ipsetHandle{s: s}, nil
 }
 
 // close releases the ipset sockets.
@@ -421,24 +407,6 @@ func (s *Shim) eachMember(ctx context.Context, def shim.SetDef, each func(model.
 	return nil
 }
 
-// toIPSetEntry is the netlink form of a member. A hash:ip member (no
-// protocol) carries its address only.
-func toIPSetEntry(e model.SetEntry) *netlink.IPSetEntry {
-	if e.Proto() == 0 {
-		return &netlink.IPSetEntry{IP: net.IP(e.Addr().AsSlice())}
-	}
-	port, proto := e.Port(), uint8(e.Proto())
-	ne := &netlink.IPSetEntry{IP: net.IP(e.Addr().AsSlice()), Port: &port, Protocol: &proto}
-	if e.Addr2().IsValid() {
-		ne.IP2 = net.IP(e.Addr2().AsSlice())
-	}
-	if e.Net().IsValid() {
-		ne.IP2 = net.IP(e.Net().Addr().AsSlice())
-		ne.CIDR2 = uint8(e.Net().Bits())
-	}
-	return ne
-}
-
 // AddSetEntry adds a member: ErrExist when it is there, ErrNotExist when
 // the set is missing. A network member is read back: the kernel must hold
 // the very prefix asked for (see checkHeld).
@@ -449,7 +417,7 @@ func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	if e.SkbMark() != 0 {
 		return s.marked(ctx, model.AddSetEntry, e)
 	}
-	if err := s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist); err != nil {
+	if err := s.change(ctx, true, e); err != nil {
 		return err
 	}
 	if !e.Net().IsValid() {
@@ -467,7 +435,7 @@ func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	if e.SkbMark() != 0 {
 		return s.marked(ctx, model.DeleteSetEntry, e)
 	}
-	return s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist)
+	return s.change(ctx, false, e)
 }
 
 // marked sends the change of a member carrying a mark through the batch
@@ -479,19 +447,25 @@ func (s *Shim) marked(ctx context.Context, kind model.OpKind, e model.SetEntry) 
 	return errs[0]
 }
 
-func (h ipsetHandle) add(set string, e *netlink.IPSetEntry) error { return h.IpsetAdd(set, e) }
-func (h ipsetHandle) del(set string, e *netlink.IPSetEntry) error { return h.IpsetDel(set, e) }
-
-// change sends one add or delete. The kernel answers IPSET_ERR_EXIST both
-// for adding a member that is there and deleting one that is not; onExist
-// says which it means here.
-func (s *Shim) change(ctx context.Context, what string, e model.SetEntry, fn func(ipsetHandle, string, *netlink.IPSetEntry) error, onExist error) error {
+// change sends one add (add) or delete of a member. The kernel answers
+// IPSET_ERR_EXIST both for adding a member that is there and deleting one
+// that is not: ErrExist for an add, ErrNotExist for a delete.
+func (s *Shim) change(ctx context.Context, add bool, e model.SetEntry) error {
+	what, onExist := "delete", dataplane.ErrNotExist
+	if add {
+		what, onExist = "add", dataplane.ErrExist
+	}
 	if !shim.IsOurs(e.Set()) {
 		return fmt.Errorf("%s %s: not one of the shim's sets", what, e)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.ipsets.run(ctx, "ipset "+what, func(h ipsetHandle) error { return fn(h, e.Set(), toIPSetEntry(e)) })
+	var enc setEncoder
+	req := enc.change(add, e)
+	err := s.ipsets.run(ctx, "ipset "+what, func(ctx context.Context, h ipsetHandle) error {
+		return h.s.query(ctx, req.typ, req.flags, req.data, func(netlink.Message) error { return nil })
+	})
+	err = ipsetErrno(err)
 	switch {
 	case err == nil:
 		return nil
@@ -518,7 +492,7 @@ func (s *Shim) checkHeld(ctx context.Context, e model.SetEntry) error {
 		return nil
 	}
 	err = fmt.Errorf("ipset add %s: the kernel does not hold it as asked", e)
-	if derr := s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist); derr != nil {
+	if derr := s.change(ctx, false, e); derr != nil {
 		err = fmt.Errorf("%w; taking the add back: %w", err, derr)
 	}
 	return err
@@ -606,7 +580,7 @@ func (s *Shim) destroySets(ctx context.Context, match func(string) bool) error {
 		if !match(name) {
 			continue
 		}
-		err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(name) })
+		err := s.ipsetCommand(ctx, "destroy ipset", ipsetDestroy(name))
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", name, err))
 		}

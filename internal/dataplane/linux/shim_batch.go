@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"syscall"
 
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
@@ -42,7 +43,7 @@ func (s *Shim) applySets(ctx context.Context, win []model.Op, errs []error) {
 	}
 	rerrs := make([]error, len(reqs))
 	s.mu.Lock()
-	err := s.ipsets.run(ctx, "ipset batch", func(h ipsetHandle) error { return h.batch.exchange(reqs, rerrs) })
+	err := s.ipsets.run(ctx, "ipset batch", func(ctx context.Context, h ipsetHandle) error { return h.s.exchange(ctx, reqs, rerrs) })
 	s.mu.Unlock()
 	for j, i := range idx {
 		e := rerrs[j]
@@ -115,8 +116,13 @@ func isSetFull(err error) bool {
 // ipset's netlink protocol (include/uapi/linux/netfilter/ipset/ip_set.h).
 const (
 	ipsetProtocol   = 6
+	ipsetCmdCreate  = 2
+	ipsetCmdDestroy = 3
+	ipsetCmdSwap    = 6
 	ipsetCmdAdd     = 9
 	ipsetCmdDel     = 10
+	ipsetAttrRev    = 4 // IPSET_ATTR_REVISION
+	ipsetAttrName2  = 3 // IPSET_ATTR_SETNAME2: a swap's other set
 	ipsetAttrProto  = 1 // IPSET_ATTR_PROTOCOL
 	ipsetAttrName   = 2 // IPSET_ATTR_SETNAME
 	ipsetAttrData   = 7 // IPSET_ATTR_DATA
@@ -158,7 +164,12 @@ func (e *setEncoder) changeIn(set string, add bool, m model.SetEntry) request {
 		}
 		if n := m.Net(); n.IsValid() {
 			e.ip(ipsetAttrIP2, n.Addr())
-			e.a.u8(ipsetAttrCIDR2, uint8(n.Bits()))
+			// A zero prefix is not sent, as the netlink library does not
+			// send it: the kernel then stores a host, which the read-back
+			// of an add refuses (see checkHeld).
+			if n.Bits() != 0 {
+				e.a.u8(ipsetAttrCIDR2, uint8(n.Bits()))
+			}
 		}
 	}
 	if mark := m.SkbMark(); mark != 0 {
@@ -186,4 +197,74 @@ func (e *setEncoder) ip(typ uint16, a netip.Addr) {
 		e.a.put(ipsetAttrIPv6|nlaNetByteOrder, b[:])
 	}
 	e.a.end(at)
+}
+
+// ipsetCommand sends one ipset request that is not a member change (create,
+// destroy, swap); the kernel's refusal comes back as the library's
+// IPSetError for ipset's own errnos, as a syscall.Errno otherwise.
+func (s *Shim) ipsetCommand(ctx context.Context, what string, req request) error {
+	err := s.ipsets.run(ctx, what, func(ctx context.Context, h ipsetHandle) error {
+		return h.s.query(ctx, req.typ, req.flags, req.data, func(mdnetlink.Message) error { return nil })
+	})
+	return ipsetErrno(err)
+}
+
+// ipsetRequest starts a request about the set name: nfgenmsg as the
+// netlink library sends it (family AF_NETLINK), protocol, set name.
+func ipsetRequest(name string) *attrBuf {
+	a := &attrBuf{b: make([]byte, 0, 128)}
+	a.b = append(a.b, unix.AF_NETLINK, 0, 0, 0)
+	a.u8(ipsetAttrProto, ipsetProtocol)
+	a.str(ipsetAttrName, name)
+	return a
+}
+
+// ipsetCreate is an exclusive create of the set name as def has it, with
+// room for shim.MaxSetMembers, at the revision the netlink library picks
+// for the type (the lowest that has the features asked for).
+func ipsetCreate(name string, def shim.SetDef) request {
+	a := ipsetRequest(name)
+	a.str(ipsetAttrTypeName, string(def.Type))
+	a.u8(ipsetAttrRev, ipsetRevision(def))
+	a.u8(ipsetAttrFamily, familyOf(def))
+	data := a.nest(ipsetAttrData)
+	a.put(ipsetAttrMaxElem|nlaNetByteOrder, binary.BigEndian.AppendUint32(nil, shim.MaxSetMembers))
+	if def.SkbInfo {
+		a.put(ipsetAttrCadtFlags|nlaNetByteOrder, binary.BigEndian.AppendUint32(nil, ipsetFlagWithSkbInfo))
+	}
+	a.end(data)
+	return request{typ: nfnlSubsysIPSet<<8 | ipsetCmdCreate, flags: unix.NLM_F_CREATE | unix.NLM_F_EXCL, data: a.b}
+}
+
+// ipsetRevision is the type's revision a set of def needs: skbinfo came in
+// a later revision of each type.
+func ipsetRevision(def shim.SetDef) uint8 {
+	switch def.Type {
+	case shim.HashIP:
+		if def.SkbInfo {
+			return 4
+		}
+		return 1
+	case shim.HashIPPortNet:
+		if def.SkbInfo {
+			return 7
+		}
+		return 2
+	}
+	if def.SkbInfo { // hash:ip,port and hash:ip,port,ip
+		return 5
+	}
+	return 1
+}
+
+// ipsetDestroy destroys the set name.
+func ipsetDestroy(name string) request {
+	return request{typ: nfnlSubsysIPSet<<8 | ipsetCmdDestroy, data: ipsetRequest(name).b}
+}
+
+// ipsetSwap swaps the contents of the sets name and other.
+func ipsetSwap(name, other string) request {
+	a := ipsetRequest(name)
+	a.str(ipsetAttrName2, other)
+	return request{typ: nfnlSubsysIPSet<<8 | ipsetCmdSwap, data: a.b}
 }

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"go.uber.org/zap"
 
@@ -104,9 +103,7 @@ func familyOf(def shim.SetDef) uint8 {
 // MaxSetMembers. Creating an existing set is refused by the kernel (the
 // request is exclusive), which here just means it is there.
 func (s *Shim) createSet(ctx context.Context, name string, def shim.SetDef) error {
-	err := s.ipsets.run(ctx, "create ipset", func(h ipsetHandle) error {
-		return h.IpsetCreate(name, string(def.Type), netlink.IpsetCreateOptions{Family: familyOf(def), MaxElements: shim.MaxSetMembers, Skbinfo: def.SkbInfo})
-	})
+	err := s.ipsetCommand(ctx, "create ipset", ipsetCreate(name, def))
 	if err != nil && !isSetExists(err) {
 		return fmt.Errorf("create ipset %s (%s): %w", name, def.Type, err)
 	}
@@ -119,7 +116,7 @@ func isSetExists(err error) bool {
 
 // destroySet destroys one set; a missing one is not an error.
 func (s *Shim) destroySet(ctx context.Context, name string) error {
-	err := s.whenNotBusy(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(name) })
+	err := s.whenNotBusy(ctx, "destroy ipset", ipsetDestroy(name))
 	if err != nil && !errors.Is(err, syscall.ENOENT) {
 		return fmt.Errorf("destroy ipset %s: %w", name, err)
 	}
@@ -139,7 +136,7 @@ func (s *Shim) swapIn(ctx context.Context, def shim.SetDef) error {
 	}
 	err := s.copyMembers(ctx, def, tmp)
 	if err == nil {
-		err = s.whenNotBusy(ctx, "swap ipsets", func(h ipsetHandle) error { return h.IpsetSwap(tmp, def.Name) })
+		err = s.whenNotBusy(ctx, "swap ipsets", ipsetSwap(tmp, def.Name))
 		if err != nil {
 			err = fmt.Errorf("swap in %s: %w", tmp, err)
 		}
@@ -163,9 +160,9 @@ const (
 
 // whenNotBusy runs an ipset request, again while the kernel finds the set
 // busy, up to busyTries times.
-func (s *Shim) whenNotBusy(ctx context.Context, what string, fn func(ipsetHandle) error) error {
+func (s *Shim) whenNotBusy(ctx context.Context, what string, req request) error {
 	for try := 1; ; try++ {
-		err := s.ipsets.run(ctx, what, fn)
+		err := s.ipsetCommand(ctx, what, req)
 		if try == busyTries || !isBusy(err) {
 			return err
 		}
@@ -198,7 +195,7 @@ func (s *Shim) copyMembers(ctx context.Context, def shim.SetDef, to string) erro
 		for _, e := range win {
 			reqs = append(reqs, enc.changeIn(to, true, e))
 		}
-		err := s.ipsets.run(ctx, "ipset batch", func(h ipsetHandle) error { return h.batch.exchange(reqs, rerrs) })
+		err := s.ipsets.run(ctx, "ipset batch", func(ctx context.Context, h ipsetHandle) error { return h.s.exchange(ctx, reqs, rerrs) })
 		if err != nil {
 			return fmt.Errorf("copy members to %s: %w", to, err)
 		}
@@ -218,7 +215,7 @@ func (s *Shim) copyMembers(ctx context.Context, def shim.SetDef, to string) erro
 // so that the caller reads the members again. A set that rules match
 // cannot be destroyed (the kernel finds it referenced): see recreateUnder.
 func (s *Shim) recreate(ctx context.Context, def shim.SetDef) error {
-	err := s.ipsets.run(ctx, "destroy ipset", func(h ipsetHandle) error { return h.IpsetDestroy(def.Name) })
+	err := s.ipsetCommand(ctx, "destroy ipset", ipsetDestroy(def.Name))
 	switch {
 	case isBusy(err) || errors.Is(err, nl.IPSetError(nl.IPSET_ERR_REFERENCED)):
 		err = s.recreateUnder(ctx, def)
