@@ -19,7 +19,7 @@ const module = "github.com/kube-ipvs/kube-ipvs/internal/"
 // packages of a lower layer. A new package must be placed here.
 var layers = [][]string{
 	{"model", "workers", "httplimit", "httplimit/httplimittest", "logv", "sbom"},
-	{"ipvstable", "shim", "snapshot", "metrics", "runner", "health"},
+	{"ipvstable", "shim", "objects", "metrics", "runner", "health"},
 	{"plan", "translate", "dataplane"},
 	{"dataplane/linux", "dataplane/fake", "dataplane/dataplanetest", "source", "ipvsadm", "healthcheck"},
 	{"reconciler", "config"},

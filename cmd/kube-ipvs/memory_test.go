@@ -22,9 +22,9 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/source"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -85,7 +85,7 @@ func measureAgentHeap(b *testing.B, n int) (steady, peak, mapped uint64) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := snapshot.NewStore(source.SourcesKubernetes...)
+	store := objects.NewStore(source.SourcesKubernetes...)
 	k := &source.Kubernetes{Client: client, NodeName: "node-a", Store: store}
 	go func() { _ = k.Run(ctx) }()
 	for !store.Synced() {

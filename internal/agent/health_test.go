@@ -15,10 +15,10 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -42,7 +42,7 @@ func TestBadSchedulerKeepsTheNodeHealthy(t *testing.T) {
 		}
 		return nil
 	})
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	var posted events
 	reg, m, err := newMetrics(model.Families{IPv4: true}, store, "dev")
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -28,7 +28,7 @@ import (
 func TestHealthCheckPortsFollowTheSyncsNode(t *testing.T) {
 	const hcPort = 31917
 	v4 := model.Families{IPv4: true}
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	rec := reconciler.New(reconciler.Options{
 		Dataplane: fake.New(), Store: store,
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: v4, DrainTimeout: time.Minute,

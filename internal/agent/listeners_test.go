@@ -18,10 +18,10 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -30,13 +30,13 @@ import (
 type pagesRig struct {
 	v     debugPages
 	hz    *health.Tracker
-	store *snapshot.Store
+	store *objects.Store
 	sync  func()
 }
 
 func newPagesRig(t *testing.T) pagesRig {
 	t.Helper()
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	rec := reconciler.New(reconciler.Options{
 		Dataplane: fake.New(), Store: store,
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},

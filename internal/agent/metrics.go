@@ -12,7 +12,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // newMetrics builds the agent's registry as kube-proxy's: the Go runtime
@@ -21,7 +21,7 @@ import (
 // client-go's reporter), the change counters read from store, and the
 // reconciler's metrics for the families served. Library code never touches
 // the global registry.
-func newMetrics(families model.Families, store *snapshot.Store, version string) (*prometheus.Registry, *metrics.Metrics, error) {
+func newMetrics(families model.Families, store *objects.Store, version string) (*prometheus.Registry, *metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	if err := errors.Join(
 		reg.Register(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll))),
@@ -50,7 +50,7 @@ func registerCollectors(p debugPages, reg *prometheus.Registry) error {
 }
 
 // storeChanges reads the store's change counts for the metrics.
-func storeChanges(store *snapshot.Store) func() metrics.Changes {
+func storeChanges(store *objects.Store) func() metrics.Changes {
 	return func() metrics.Changes {
 		c := store.Counts()
 		return metrics.Changes{Services: c.ServiceChanges, Slices: c.SliceChanges,

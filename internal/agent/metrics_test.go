@@ -28,9 +28,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -60,7 +60,7 @@ func scrapeAfterSyncs(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	v4 := model.Families{IPv4: true}
 	kernel := fake.New()
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	reg, m, err := newMetrics(v4, store, "dev")
 	if err != nil {
 		t.Fatal(err)

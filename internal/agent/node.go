@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -78,7 +78,7 @@ const podCIDRsTimeout = 5 * time.Minute
 // waitPodCIDRs waits for the Node to have spec.podCIDRs, which the
 // NodeCIDR detect-local mode tells pod traffic by, as kube-proxy waits for
 // them; without them after the timeout it fails, as kube-proxy does.
-func waitPodCIDRs(ctx context.Context, store *snapshot.Store, node string, timeout time.Duration, log *zap.Logger) error {
+func waitPodCIDRs(ctx context.Context, store *objects.Store, node string, timeout time.Duration, log *zap.Logger) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	if len(translate.NodePodCIDRs(store.Node())) == 0 {

@@ -12,14 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // NodeCIDR mode waits for the Node's pod CIDRs as kube-proxy does, and
 // fails with kube-proxy's reasons when they never come.
 func TestWaitPodCIDRs(t *testing.T) {
 	ctx := context.Background()
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	if err := waitPodCIDRs(ctx, store, "node-a", time.Millisecond, zap.NewNop()); err == nil || !strings.Contains(err.Error(), `timeout waiting for node "node-a" to exist`) {
 		t.Errorf("no Node: %v", err)
 	}

@@ -23,10 +23,10 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/health"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -90,7 +90,7 @@ func webSlice(addrs ...string) *discoveryv1.EndpointSlice {
 // view of the sync before. Then the sync is let go and the pages follow it.
 func TestPagesAnswerWhileASyncIsStuck(t *testing.T) {
 	kernel := &stuckKernel{Fake: fake.New(), entered: make(chan struct{}), release: make(chan struct{})}
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	rec := reconciler.New(reconciler.Options{
 		// The kernel reader reads the same kernel through its own handle,
 		// as the agent's does.

@@ -9,15 +9,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/source"
 )
 
 // input is whichever of the two sources the flags chose, behind the same
 // store: the rest of the agent cannot tell them apart.
 type input struct {
-	store    *snapshot.Store
+	store    *objects.Store
 	run      func(ctx context.Context) error // follow changes until ctx ends
 	load     func(ctx context.Context) error // deliver the initial state, then return
 	recorder reconciler.Recorder
@@ -34,7 +34,7 @@ func newSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 }
 
 func manifestSource(c config.Config, node string, log *zap.Logger) *input {
-	store := snapshot.NewStore(source.SourceManifests)
+	store := objects.NewStore(source.SourceManifests)
 	m := &source.Manifests{Dir: c.ManifestsDir, NodeName: node, Store: store, Log: log, NodePortRange: c.NodePortRange}
 	return &input{
 		store: store,
@@ -51,7 +51,7 @@ func kubeSource(c config.Config, node string, log *zap.Logger) (*input, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	api := apiServerAddrs(co, log)
-	store := snapshot.NewStore(source.SourcesKubernetes...)
+	store := objects.NewStore(source.SourcesKubernetes...)
 	k := &source.Kubernetes{Client: client, NodeName: node, ServiceProxyName: c.ServiceProxyName, Store: store, Log: log}
 	rec, stopRec := source.NewServiceEventRecorder(client, node, store, log)
 	src := &input{store: store, run: k.Run, recorder: rec, stop: stopRec, apiServer: api}

@@ -23,7 +23,7 @@ type Changes struct {
 }
 
 // ChangesCollector reports kube-proxy's change counters and pending gauges,
-// read at scrape time from wherever the changes are taken in (the snapshot
+// read at scrape time from wherever the changes are taken in (the objects
 // store).
 //
 // A dual-stack kube-proxy runs one proxier per family and hands each

@@ -16,8 +16,8 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -88,7 +88,7 @@ func (r *recorder) ServiceWarning(name model.ServiceName, reason, msg string) {
 type rig struct {
 	t     testing.TB
 	fake  *fake.Fake
-	store *snapshot.Store
+	store *objects.Store
 	rec   *Reconciler
 	clock *clock
 	out   *bytes.Buffer
@@ -102,7 +102,7 @@ func newRig(t testing.TB) *rig { return newRigWith(t, nil) }
 // newRigWith is newRig with options changed by tweak.
 func newRigWith(t testing.TB, tweak func(*Options)) *rig {
 	t.Helper()
-	r := &rig{t: t, fake: fake.New(), store: snapshot.NewStore(), clock: &clock{t: time.Unix(1_700_000_000, 0)}, out: &bytes.Buffer{}, warn: &recorder{}, tweak: tweak}
+	r := &rig{t: t, fake: fake.New(), store: objects.NewStore(), clock: &clock{t: time.Unix(1_700_000_000, 0)}, out: &bytes.Buffer{}, warn: &recorder{}, tweak: tweak}
 	r.restart()
 	return r
 }
@@ -214,7 +214,7 @@ func rsRef(vs model.VSKey, rs string) (model.VSKey, netip.AddrPort) {
 }
 
 // newUnsyncedStore is a store still waiting for a source.
-func newUnsyncedStore() *snapshot.Store { return snapshot.NewStore("services") }
+func newUnsyncedStore() *objects.Store { return objects.NewStore("services") }
 
 // mustState builds a state from Dump text (only the lines tests use).
 func mustState(t testing.TB, dump string) model.State {

@@ -7,7 +7,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -26,16 +26,16 @@ type syncMetrics struct {
 	m        *metrics.Metrics
 	invalid  map[model.ServiceName]struct{}
 	noLocal  map[model.ServiceName]translate.NoLocal
-	triggers map[model.ServiceName][]snapshot.Trigger
+	triggers map[model.ServiceName][]objects.Trigger
 }
 
 // took keeps the trigger times of the changes a sync took from the store.
-func (s *syncMetrics) took(ts []snapshot.Trigger) {
+func (s *syncMetrics) took(ts []objects.Trigger) {
 	if len(ts) == 0 {
 		return
 	}
 	if s.triggers == nil {
-		s.triggers = map[model.ServiceName][]snapshot.Trigger{}
+		s.triggers = map[model.ServiceName][]objects.Trigger{}
 	}
 	for _, t := range ts {
 		if len(s.triggers[t.Service]) < maxTriggers {

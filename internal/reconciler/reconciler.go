@@ -22,9 +22,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -41,7 +41,7 @@ type Observer interface {
 // Options wire a reconciler.
 type Options struct {
 	Dataplane     dataplane.Dataplane
-	Store         *snapshot.Store
+	Store         *objects.Store
 	Translate     translate.Config
 	NodePortRange model.PortRange
 	Exclude       []netip.Prefix

@@ -14,8 +14,8 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -278,7 +278,7 @@ ip addr add 10.96.0.53/32
 func TestInitRefusesTwoFamilies(t *testing.T) {
 	kernel := fake.New()
 	rec := New(Options{
-		Dataplane: kernel, Store: snapshot.NewStore(),
+		Dataplane: kernel, Store: objects.NewStore(),
 		Translate: translate.Config{Scheduler: "rr", Families: model.Families{IPv4: true, IPv6: true}},
 		Shim:      shim.Config{Families: model.Families{IPv4: true}},
 	})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -45,7 +45,7 @@ func TestBackoffNeverHoldsARemoval(t *testing.T) {
 		t.Fatalf("failing %d, want the Service whose scheduler the kernel lacks", st.Failing)
 	}
 
-	r.store.SetNodeAddrs("node-c", snapshot.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.50")}})
+	r.store.SetNodeAddrs("node-c", objects.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.50")}})
 	if st := r.sync(false); st.Failing != 1 {
 		t.Fatalf("failing %d: the retry was not due yet", st.Failing)
 	}

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 )
 
 // reservedAddrs are the addresses no Service may claim now (see
@@ -25,7 +25,7 @@ import (
 // ones changed: a walk of every ClusterIP. Called by the sync only: it
 // reads the desired set.
 func (r *Reconciler) reservedAddrs(node *corev1.Node) plan.Reserved {
-	own := snapshot.AddrsOf(node)
+	own := objects.AddrsOf(node)
 	all := r.opt.Store.AllNodeAddrs()
 	host := r.translateConfig().HostAddrs
 	base := plan.NewReserved(

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // No Service claims a node's, the API server's or a pod's address: an
@@ -26,7 +26,7 @@ func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 	})
 	r.store.SetNode(node("192.168.1.10"))
 	r.store.SetHostAddrs([]netip.Addr{netip.MustParseAddr("192.168.1.10")})
-	r.store.SetNodeAddrs("node-b", snapshot.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.11")}})
+	r.store.SetNodeAddrs("node-b", objects.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.11")}})
 	web := service("web", "10.96.0.10", corev1.ProtocolTCP, 80)
 	web.Spec.Type = corev1.ServiceTypeLoadBalancer
 	web.Spec.Ports[0].NodePort = 30080
@@ -66,7 +66,7 @@ func TestReservedAddrsAreNeverClaimed(t *testing.T) {
 	}
 
 	// node-c joins with the address the Service still holds; node-b leaves.
-	r.store.SetNodeAddrs("node-c", snapshot.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.50")}})
+	r.store.SetNodeAddrs("node-c", objects.NodeAddrs{Addrs: []netip.Addr{netip.MustParseAddr("192.168.1.50")}})
 	r.store.DeleteNodeAddrs("node-b")
 	if st := r.sync(false); st.Full {
 		t.Fatal("a full sync: the incremental one is what is tested")

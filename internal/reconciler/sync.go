@@ -16,9 +16,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 	"github.com/kube-ipvs/kube-ipvs/internal/workers"
 )
@@ -330,7 +330,7 @@ const parallelFrom = 256
 // and nothing else), so many are spread over the CPUs but one
 // (workers.Each). The objects are taken from the store first, one by one:
 // workers contending for its lock cost more than the lookups.
-func translateAll(store *snapshot.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config) []translation {
+func translateAll(store *objects.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config) []translation {
 	out := make([]translation, len(names))
 	epSlices := make([][]*discoveryv1.EndpointSlice, len(names))
 	for i, name := range names {

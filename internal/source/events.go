@@ -10,7 +10,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // EventComponent is the source component of the Events kube-ipvs posts.
@@ -21,7 +21,7 @@ const EventComponent = "kube-ipvs"
 // owner looks: kubectl describe service. It is the reconciler's Recorder.
 type EventRecorder struct {
 	rec   record.EventRecorder
-	store *snapshot.Store
+	store *objects.Store
 }
 
 // NewServiceEventRecorder posts Events through client-go's broadcaster,
@@ -30,7 +30,7 @@ type EventRecorder struct {
 // so the Event carries its UID: kubectl describe service finds Events by
 // UID, and without it the warning only shows in kubectl get events. store
 // may be nil. The func stops the broadcaster.
-func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store *snapshot.Store, log *zap.Logger) (*EventRecorder, func()) {
+func NewServiceEventRecorder(client kubernetes.Interface, nodeName string, store *objects.Store, log *zap.Logger) (*EventRecorder, func()) {
 	if log == nil {
 		log = zap.NewNop()
 	}

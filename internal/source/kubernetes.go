@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // Kubernetes watches Services, EndpointSlices, this node's Node and every
@@ -40,7 +40,7 @@ type Kubernetes struct {
 	Client           kubernetes.Interface
 	NodeName         string
 	ServiceProxyName string
-	Store            *snapshot.Store
+	Store            *objects.Store
 	Log              *zap.Logger
 	Resync           time.Duration // informer resync; 0: none
 }
@@ -151,7 +151,7 @@ func sliceSelector() labels.Selector {
 // handlers puts informer events into the Store, filtering as the list/watch
 // selectors do.
 type handlers struct {
-	store    *snapshot.Store
+	store    *objects.Store
 	svcSel   labels.Selector
 	sliceSel labels.Selector
 	nodeName string
@@ -231,7 +231,7 @@ func (h handlers) node() cache.ResourceEventHandler {
 func (h handlers) nodeAddrs() cache.ResourceEventHandler {
 	set := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
-			h.store.SetNodeAddrs(n.Name, snapshot.AddrsOf(n))
+			h.store.SetNodeAddrs(n.Name, objects.AddrsOf(n))
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

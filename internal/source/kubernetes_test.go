@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 func makeService(name, ip string, lbls map[string]string) *corev1.Service {
@@ -68,7 +68,7 @@ var clusterNames = []string{"default/hl", "default/mine", "default/other", "defa
 // startKubernetes runs the source against a fake clientset and returns
 // once every cache has synced and every watch is established (the fake
 // does not replay events that happen before its watch starts).
-func startKubernetes(t *testing.T, proxyName string) (*fake.Clientset, *snapshot.Store) {
+func startKubernetes(t *testing.T, proxyName string) (*fake.Clientset, *objects.Store) {
 	t.Helper()
 	client := fake.NewClientset(clusterObjects()...)
 	watches := make(chan string, 10)
@@ -76,7 +76,7 @@ func startKubernetes(t *testing.T, proxyName string) (*fake.Clientset, *snapshot
 		watches <- a.GetResource().Resource
 		return false, nil, nil
 	})
-	store := snapshot.NewStore(SourcesKubernetes...)
+	store := objects.NewStore(SourcesKubernetes...)
 	k := &Kubernetes{Client: client, NodeName: "node-a", ServiceProxyName: proxyName, Store: store, Log: zaptest.NewLogger(t)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -241,7 +241,7 @@ func TestKubernetesHandlers(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := snapshot.NewStore()
+			store := objects.NewStore()
 			h := handlers{store: store, svcSel: sel, sliceSel: sliceSelector(), nodeName: "node-a"}
 			h.services().OnAdd(svc, true)
 			h.slices().OnAdd(slice, true)
@@ -258,7 +258,7 @@ func TestKubernetesHandlers(t *testing.T) {
 }
 
 func TestKubernetesSyncCancelled(t *testing.T) {
-	store := snapshot.NewStore(SourcesKubernetes...)
+	store := objects.NewStore(SourcesKubernetes...)
 	k := &Kubernetes{Client: fake.NewClientset(), NodeName: "node-a", Store: store}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -292,7 +292,7 @@ func TestEventRecorder(t *testing.T) {
 		events <- a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
 		return false, nil, nil
 	})
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	svc := makeService("web", "10.96.0.1", nil)
 	svc.UID = "uid-1"
 	store.SetService(svc)

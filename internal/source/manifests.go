@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 // Defaults for the folder watch.
@@ -53,7 +53,7 @@ const (
 type Manifests struct {
 	Dir      string
 	NodeName string
-	Store    *snapshot.Store
+	Store    *objects.Store
 	Log      *zap.Logger
 	Problems func(p Problem) // optional; called for every problem reported
 	// NodePortRange is the agent's --nodeport-range: a nodePort or
@@ -388,10 +388,10 @@ func (m *Manifests) newDuplicates(dups []Problem, full bool) []Problem {
 // They go in as one Store edit: a sync sees the folder's change whole, never
 // a file's EndpointSlice without the Service beside it.
 func (m *Manifests) apply(desired map[objKey]placed) {
-	m.Store.Edit(func(e snapshot.Edit) { m.applyIn(e, desired) })
+	m.Store.Edit(func(e objects.Edit) { m.applyIn(e, desired) })
 }
 
-func (m *Manifests) applyIn(e snapshot.Edit, desired map[objKey]placed) {
+func (m *Manifests) applyIn(e objects.Edit, desired map[objKey]placed) {
 	for key := range m.applied {
 		if _, ok := desired[key]; !ok {
 			deleteObject(e, key)
@@ -417,7 +417,7 @@ func (m *Manifests) applyIn(e snapshot.Edit, desired map[objKey]placed) {
 	}
 }
 
-func deleteObject(e snapshot.Edit, key objKey) {
+func deleteObject(e objects.Edit, key objKey) {
 	switch key.kind {
 	case "Service":
 		e.DeleteService(model.ServiceName{Namespace: key.namespace, Name: key.name})
@@ -436,7 +436,7 @@ func (m *Manifests) applyNode(desired map[objKey]placed) {
 			n := p.obj.(*corev1.Node)
 			nodes = append(nodes, n)
 			names[n.Name] = struct{}{}
-			m.Store.SetNodeAddrs(n.Name, snapshot.AddrsOf(n)) // the same again changes nothing
+			m.Store.SetNodeAddrs(n.Name, objects.AddrsOf(n)) // the same again changes nothing
 		}
 	}
 	for name := range m.nodeNames {

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 )
 
 const webYAML = `apiVersion: v1
@@ -62,7 +62,7 @@ func nodeYAML(name, ip string) string {
 
 // dumpStore prints what the store holds for the named Services, one line
 // each, plus this node: the end state the tests assert.
-func dumpStore(s *snapshot.Store, names ...string) string {
+func dumpStore(s *objects.Store, names ...string) string {
 	var lines []string
 	for _, n := range names {
 		ns, name, _ := strings.Cut(n, "/")
@@ -95,14 +95,14 @@ func dumpStore(s *snapshot.Store, names ...string) string {
 
 type fixture struct {
 	dir      string
-	store    *snapshot.Store
+	store    *objects.Store
 	m        *Manifests
 	problems []string // Problem.Error() with the folder path cut off
 }
 
 func newFixture(t *testing.T, nodeName string) *fixture {
 	t.Helper()
-	f := &fixture{dir: t.TempDir(), store: snapshot.NewStore(SourceManifests)}
+	f := &fixture{dir: t.TempDir(), store: objects.NewStore(SourceManifests)}
 	f.m = &Manifests{Dir: f.dir, NodeName: nodeName, Store: f.store, Log: zaptest.NewLogger(t),
 		Problems: func(p Problem) {
 			f.problems = append(f.problems, strings.TrimPrefix(p.Error(), f.dir+string(filepath.Separator)))
@@ -530,7 +530,7 @@ func TestManifestsPerObject(t *testing.T) {
 	}
 }
 
-func dirtyString(c snapshot.Changes) string {
+func dirtyString(c objects.Changes) string {
 	var parts []string
 	for _, n := range c.Services {
 		parts = append(parts, n.String())
@@ -558,7 +558,7 @@ func TestManifestsUnchangedBadFileReportedOnce(t *testing.T) {
 }
 
 func TestManifestsMissingFolder(t *testing.T) {
-	store := snapshot.NewStore(SourceManifests)
+	store := objects.NewStore(SourceManifests)
 	m := &Manifests{Dir: filepath.Join(t.TempDir(), "absent"), Store: store}
 	err := m.Load()
 	if err == nil || isProblems(err) {
@@ -571,7 +571,7 @@ func TestManifestsMissingFolder(t *testing.T) {
 
 // TestExamples keeps the demo folder loading without problems.
 func TestExamples(t *testing.T) {
-	store := snapshot.NewStore(SourceManifests)
+	store := objects.NewStore(SourceManifests)
 	m := &Manifests{Dir: filepath.Join("..", "..", "examples"), NodeName: "node-a", Store: store, Log: zaptest.NewLogger(t)}
 	if err := m.Load(); err != nil {
 		t.Fatalf("examples have problems: %v", err)
@@ -632,7 +632,7 @@ func TestManifestsRun(t *testing.T) {
 	}
 }
 
-func waitDump(t *testing.T, s *snapshot.Store, names []string, want string) {
+func waitDump(t *testing.T, s *objects.Store, names []string, want string) {
 	t.Helper()
 	var got string
 	ok := waitFor(s, func() bool { got = dumpStore(s, names...); return got == want })
@@ -641,7 +641,7 @@ func waitDump(t *testing.T, s *snapshot.Store, names []string, want string) {
 	}
 }
 
-func waitStore(t *testing.T, s *snapshot.Store, cond func() bool) {
+func waitStore(t *testing.T, s *objects.Store, cond func() bool) {
 	t.Helper()
 	if !waitFor(s, cond) {
 		t.Fatal("condition not met before the deadline")
@@ -649,7 +649,7 @@ func waitStore(t *testing.T, s *snapshot.Store, cond func() bool) {
 }
 
 // waitFor waits for cond on every store notification, for at most 10s.
-func waitFor(s *snapshot.Store, cond func() bool) bool {
+func waitFor(s *objects.Store, cond func() bool) bool {
 	deadline := time.After(10 * time.Second)
 	for !cond() {
 		select {

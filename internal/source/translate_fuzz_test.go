@@ -14,10 +14,10 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -353,9 +353,9 @@ func (f fuzzSpec) checkClaims(t *testing.T, rivalIPs, nodeAddrs string) {
 			others = append(others, a)
 		}
 	}
-	store := snapshot.NewStore()
+	store := objects.NewStore()
 	store.SetNode(fuzzNode)
-	store.SetNodeAddrs("n2", snapshot.NodeAddrs{Addrs: others})
+	store.SetNodeAddrs("n2", objects.NodeAddrs{Addrs: others})
 	store.SetService(rival)
 	store.SetSlice(rivalSlice)
 	store.SetService(svc)

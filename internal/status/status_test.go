@@ -17,9 +17,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/objects"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
-	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
 
@@ -64,7 +64,7 @@ func webSlice(withWeb3 bool) *discoveryv1.EndpointSlice {
 func TestReport(t *testing.T) {
 	now := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 	clock := now.Add(-45 * time.Second)
-	kernel, store := fake.New(), snapshot.NewStore()
+	kernel, store := fake.New(), objects.NewStore()
 	rec := reconciler.New(reconciler.Options{
 		Dataplane: kernel, Store: store, Now: func() time.Time { return clock },
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},

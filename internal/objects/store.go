@@ -1,8 +1,8 @@
-// Package snapshot is the hand-over point between the sources (informers or
+// Package objects is the hand-over point between the sources (informers or
 // a manifest folder) and the reconciler. Sources only put objects in and mark
 // what changed; the reconciler takes the changed names and reads the objects
 // it needs. Objects stored here are never modified: sources replace them.
-package snapshot
+package objects
 
 import (
 	"maps"

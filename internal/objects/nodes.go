@@ -1,4 +1,4 @@
-package snapshot
+package objects
 
 import (
 	"net/netip"
