@@ -104,11 +104,11 @@ cluster-vm:
 cluster-e2e: image
 	scripts/cluster-e2e.sh
 
-# Faults (issue 9), not part of `test`: each run takes many minutes under
+# Faults, not part of `test`: each run takes many minutes under
 # emulation. fault-vm: the agent SIGKILLed at random points of a sync of
 # thousands of Services, then converging with zero orphans and the foreign
-# (keepalived-like) state intact; the xtables lock held while the views must
-# keep answering. cluster-vm-faults: API server restarts and etcd compacted
+# (keepalived-like) state intact; the xtables lock held while /healthz and
+# /metrics must keep answering. cluster-vm-faults: API server restarts and etcd compacted
 # past the agent's watches, mid-churn: it relists, converges, and prunes no
 # virtual server of a Service that still exists.
 # Kernel-operation failures through the fake are in `unit`
@@ -134,7 +134,7 @@ bench-quick:
 	BENCH_SETTLE_LIMIT=60s BENCH_COLD_TIMEOUT=5m BENCH_VM_TIMEOUT=2h \
 	BENCH_DOC=$(CURDIR)/bin/bench-quick/benchmarks.md scripts/bench.sh
 
-# The cold path alone (issue 12 item 2): agent --manifests --once at
+# The cold path alone, without an API server: agent --manifests --once at
 # N = 1k, 5k (COLDSTART_NS to choose) Services × 10 endpoints in the VM,
 # timed; COLDSTART_PROFILE=1 adds Go CPU profiles, COLDSTART_VIPS=1 times
 # VIPs as addresses against local routes. Not part of `test`.

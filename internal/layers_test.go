@@ -1,6 +1,6 @@
 // Package internal_test checks the shape of the packages below it: each
 // imports only packages of lower layers, and the kernel and cluster
-// libraries are imported only where DESIGN says.
+// libraries are imported only by the packages listed for them below.
 package internal_test
 
 import (

@@ -9,7 +9,7 @@
 #      the virtual servers, and `diff` is empty, then names a real server
 #      deleted behind its back;
 #   4. kube-proxy's ports: /healthz and /livez on 10256 with kube-proxy's
-#      JSON and headers, /metrics and /proxyMode on 10249, the debug views
+#      JSON and headers, /metrics and /proxyMode on 10249, the debug pages
 #      alone on 10247; tainting the Node ToBeDeletedByClusterAutoscaler
 #      fails /healthz (nodeEligible false) and not /livez; a second agent
 #      with --bind-address-hard-fail exits naming the address it could not
@@ -67,7 +67,7 @@ plan=$(kube-ipvs agent --manifests /examples --dry-run --hostname-override node-
 [ -z "$plan" ] || fail "a second agent against the same folder planned operations: $plan"
 echo "--- restart plans zero operations"
 
-# The running agent's views: diff is empty at steady state and names drift
+# The running agent's diff and status: diff is empty at steady state and names drift
 # made behind its back; status annotates the table.
 kube-ipvs agent --manifests /examples --hostname-override node-a --log-level warn \
   --debug-address 127.0.0.1:10247 >/tmp/agent.log 2>&1 &
@@ -115,7 +115,7 @@ get 10249 /livez | head -1 | grep -q ' 404 ' || fail "/livez on the metrics port
 for path in /metrics /healthz /livez; do
   get 10247 $path | head -1 | grep -q ' 404 ' || fail "$path on the debug port: $(get 10247 $path | head -1)"
 done
-echo "--- :10256 /healthz /livez (kube-proxy's JSON), :10249 /metrics /proxyMode, :10247 the debug views only"
+echo "--- :10256 /healthz /livez (kube-proxy's JSON), :10249 /metrics /proxyMode, :10247 the debug pages only"
 
 # A Node the cluster autoscaler is about to delete: /healthz fails so load
 # balancers drain it, /livez does not (a restart would not help).

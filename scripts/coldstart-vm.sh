@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # coldstart-vm.sh: measure the cold path on a real IPVS kernel, in a
-# throwaway VM (scripts/vm/run.sh), without an API server (issue 12 item 2):
+# throwaway VM (scripts/vm/run.sh), without an API server, so that only the
+# agent's own start is timed:
 # for each N, manifests of N ClusterIP Services × 10 endpoints, the kernel
 # cleaned, then `kube-ipvs agent --manifests DIR --once` timed (wall, user
 # and system CPU, peak RSS, operations, and the sync alone, without reading

@@ -1,5 +1,5 @@
 // Package httplimit bounds what one client may hold of the agent's HTTP
-// listeners: the health server, the metrics server, the debug views and
+// listeners: the health server, the metrics server, the debug pages and
 // the health-check node ports. The health-check ports answer on the node's
 // addresses, so anyone who can reach the node can connect; without these
 // bounds an idle keep-alive connection, or a request whose body never

@@ -56,7 +56,7 @@ func BenchmarkSync(b *testing.B) {
 
 // BenchmarkColdStart is a cold start's work in the agent itself, on the
 // fake kernel: N Services × 10 endpoints translated, planned and applied
-// from an empty kernel (issue 12: no allocation storm per object). It
+// from an empty kernel, with no allocation per object beyond what it keeps. It
 // reports the kernel operations of a start and, per operation, the time
 // and allocations: flat in N when the cold path is linear.
 func BenchmarkColdStart(b *testing.B) {

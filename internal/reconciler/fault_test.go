@@ -17,7 +17,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
-// The fault suite's fake-kernel part (issue 9): many syncs over a churning
+// The fault suite's fake-kernel part: many syncs over a churning
 // set of Services while random kernel operations fail (every method of the
 // fake, the dump included) and the agent crashes mid-sync (its context is
 // cancelled at a random operation and a new reconciler takes over the same
@@ -106,7 +106,7 @@ func TestFaultsConvergeWithoutOrphans(t *testing.T) {
 				known += f.run(tc.crashP)
 				syncs, failed, crashes = syncs+f.syncs, failed+f.failed, crashes+f.crashes
 			}
-			t.Logf("%s: 25 seeds, %d syncs (%d failed), %d crashes; converged, no foreign loss; %d virtual servers owned by nobody after a crash (issue 9 item 5)",
+			t.Logf("%s: 25 seeds, %d syncs (%d failed), %d crashes; converged, no foreign loss; %d virtual servers owned by nobody after a crash",
 				tc.name, syncs, failed, crashes, known)
 		})
 	}
@@ -140,7 +140,7 @@ func (f *faultRun) sync(full, crash bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The crash lands at a random call, or (half the time) right after a
-	// virtual server was created: the window of issue 9 item 5.
+	// virtual server was created, before the ownership record marks it.
 	at, afterCreate := -1, -1
 	if crash && f.rng.IntN(2) == 0 {
 		afterCreate = 1 + f.rng.IntN(3)
@@ -185,8 +185,8 @@ func (f *faultRun) sync(full, crash bool) {
 
 // converge stops the faults, syncs until nothing is left to do and checks
 // the kernel. It returns how many virtual servers a crash left owned by
-// nobody (issue 9 item 5, which the ownership record fixed): each also
-// fails the test.
+// nobody (the ownership record must leave none): each also fails the
+// test.
 func (f *faultRun) converge() int {
 	t, r := f.t, f.r
 	r.clock.advance(time.Hour) // every drain is over
@@ -236,7 +236,7 @@ func (f *faultRun) converge() int {
 	}
 	if len(known) > 0 {
 		slices.Sort(known)
-		msg := fmt.Sprintf("seed %d (%d crashes): %d virtual servers of deleted Services owned by nobody after a crash (issue 9 item 5):\n%s",
+		msg := fmt.Sprintf("seed %d (%d crashes): %d virtual servers of deleted Services owned by nobody after a crash:\n%s",
 			f.seed, f.crashes, len(known), strings.Join(known, "\n"))
 		t.Error(msg)
 	}
@@ -286,7 +286,8 @@ func checkForeign(t *testing.T, seed uint64, foreign, got model.State) {
 	}
 }
 
-// TestCrashBetweenCreateAndMark is issue 9 item 5's crash, placed exactly:
+// TestCrashBetweenCreateAndMark places the crash the ownership record
+// guards against exactly:
 // the agent dies right after the kernel created a new Service's virtual
 // server, before anything marks it as ours; the Service is deleted while
 // the agent is down. Its successor must remove the virtual server.

@@ -194,7 +194,8 @@ func TestViewsRunDuringSyncs(t *testing.T) {
 
 // TestObservedSharesWhatIsWanted: where the kernel holds what is wanted,
 // the observed cache holds the desired virtual server itself, not a second
-// copy of the table (issue 12, item 4); where it does not (a failed add),
+// copy of the table, so memory does not double with the table; where it
+// does not (a failed add),
 // the two stay apart, and the desired one is never changed by an apply.
 func TestObservedSharesWhatIsWanted(t *testing.T) {
 	r := newRig(t)
@@ -231,7 +232,7 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 // TestObservedSharedDuringTheApply: a virtual server is shared as soon as
 // its last real server is in, not when the sync ends: by the time the VIPs
 // are bound (after every real server) the cache holds no copy of its own,
-// so a cold start does not hold a second table while it applies (issue 12).
+// so a cold start does not hold a second table while it applies.
 func TestObservedSharedDuringTheApply(t *testing.T) {
 	r := newRig(t)
 	r.webAndDNS()

@@ -147,8 +147,9 @@ func testBatchManyWindows(t *testing.T, dp dataplane.Dataplane) {
 }
 
 // testBatchSetPastKernelDefault: a set holds more members than the
-// kernel's default maxelem (65,536): at 10,000 Services × 10 endpoints the
-// LOOP-BACK set needs 100,000 (issue 12's 10k bench found it full).
+// kernel's default maxelem (65,536), as the LOOP-BACK set must at 10,000
+// Services × 10 endpoints (100,000 members); a set created with the
+// default would refuse members past it.
 func testBatchSetPastKernelDefault(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	must(t, "init", dp.Init(ctx))

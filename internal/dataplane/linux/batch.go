@@ -12,8 +12,9 @@ import (
 )
 
 // A batch sends many netlink requests in one sendmsg on a socket and reads
-// their outcome in bulk: a cold start of 10,000 Services is over 200,000
-// requests, and one round trip each would be most of its time.
+// their outcome in bulk: a cold start sends a request per virtual server,
+// real server and set member, and waiting a round trip for each would make
+// its time grow with the kernel's answer latency rather than with the work.
 //
 // The requests ask for no acknowledgement: the kernel then answers only
 // those that fail, each with an error message carrying the request's

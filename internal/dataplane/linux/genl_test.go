@@ -164,9 +164,8 @@ func TestDecodeDestOldKernel(t *testing.T) {
 
 // TestNestedStatsErrorsReported: a destination's or service's stats nest
 // that does not decode fails the dump, through the same decoding the reader
-// runs on the kernel's answers. (Destinations' stats errors used to be
-// dropped, leaving zero counters that looked real.) want is what the error
-// says.
+// runs on the kernel's answers: a dropped stats error would leave zero
+// counters that look real. want is what the error says.
 func TestNestedStatsErrorsReported(t *testing.T) {
 	badNests := map[string]struct {
 		nest func(ae *netlink.AttributeEncoder)

@@ -16,9 +16,9 @@ import (
 )
 
 // Sets are read with the package's own decoder on its own socket: a read of
-// the sets is a dump of 110,000 members at 10,000 Services × 10 endpoints,
-// made by every rescan, and this decoder walks each answer in place as it
-// arrives, building nothing per attribute.
+// the sets is a dump of at least one member per endpoint, made by every
+// rescan, and this decoder walks each answer in place as it arrives,
+// building nothing per attribute.
 
 // More of ipset's netlink protocol (the rest is in shim_batch.go).
 const (

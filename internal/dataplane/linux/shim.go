@@ -361,8 +361,8 @@ func (s *Shim) generation(ctx context.Context) (uint32, error) {
 func (s *Shim) SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Sized as the last read found it: a map grown from empty to 120,000
-	// members (10,000 Services) leaves as much garbage again as it holds.
+	// Sized as the last read found it: a map grown from empty to one entry
+	// per member leaves as much garbage again as it holds.
 	out := make(map[model.SetEntry]struct{}, s.lastMembers)
 	if err := s.eachSetEntry(ctx, func(e model.SetEntry) { out[e] = struct{}{} }); err != nil {
 		return nil, err
