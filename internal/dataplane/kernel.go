@@ -60,18 +60,6 @@ const (
 	ConnReuseLeave
 )
 
-func (p ConnReusePolicy) String() string {
-	switch p {
-	case ConnReuseUnsupported:
-		return "unsupported"
-	case ConnReuseSetZero:
-		return "set 0"
-	case ConnReuseLeave:
-		return "leave as is"
-	}
-	return fmt.Sprintf("ConnReusePolicy(%d)", int(p))
-}
-
 var (
 	// connReuseMinKernel: the sysctl appeared in Linux 4.1; kube-proxy stopped
 	// trying to set it on older kernels in kubernetes/kubernetes#88541.

@@ -27,7 +27,7 @@ func TestConnReuseFor(t *testing.T) {
 			continue
 		}
 		if got := ConnReuseFor(v); got != tc.want {
-			t.Errorf("ConnReuseFor(%q = %s) = %s, want %s", tc.release, v, got, tc.want)
+			t.Errorf("ConnReuseFor(%q = %s) = %d, want %d", tc.release, v, got, tc.want)
 		}
 	}
 }

@@ -209,10 +209,6 @@ func mutating(f *fake.Fake) int {
 	return n
 }
 
-func rsRef(vs model.VSKey, rs string) (model.VSKey, netip.AddrPort) {
-	return vs, netip.MustParseAddrPort(rs)
-}
-
 // newUnsyncedStore is a store still waiting for a source.
 func newUnsyncedStore() *objects.Store { return objects.NewStore("services") }
 
