@@ -26,6 +26,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/server"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
@@ -237,8 +238,8 @@ func viewsKernel(c config.Config, log *zap.Logger, opt *reconciler.Options) (fun
 // the syncs, on the views' sockets: the period within which drift made by
 // anyone else is found (kube-proxy's meaning of the flag: how often the
 // rules are refreshed).
-func driftChecker(c config.Config, rec *reconciler.Reconciler, reader dataplane.Reader, log *zap.Logger) *reconciler.DriftChecker {
-	return &reconciler.DriftChecker{Rec: rec, Reader: reader, Period: c.SyncPeriod, Log: log.Named("drift")}
+func driftChecker(c config.Config, rec *reconciler.Reconciler, reader dataplane.Reader, log *zap.Logger) *rescan.Checker {
+	return &rescan.Checker{Mailbox: rec.Rescans(), Reader: reader, Period: c.SyncPeriod, Log: log.Named("drift")}
 }
 
 // registerViews registers the scrape-time collectors, which read the

@@ -56,7 +56,8 @@ import (
 // not due at now are held back as if they had failed (backsOff), without
 // being sent: a full sync keeps their backoff too.
 func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []plan.Op) {
-	r.reserveObserved()
+	d := r.desired.state
+	r.obs.Reserve(len(d.Services), len(d.Addrs), len(d.Sets))
 	a := newApplier(r, now)
 	var ops []plan.Op
 	for i, pass := range passes {
@@ -133,9 +134,6 @@ type applier struct {
 	// written, or that turned out to be someone else's
 	missing, unrecorded, taken map[model.VSKey]bool
 	changes                    []dataplane.Change
-	// owned are the observed virtual servers this apply made or copied,
-	// which it may change in place (see own).
-	owned map[model.VSKey]bool
 	// now is the sync's time, against which retries are due.
 	now time.Time
 }
@@ -143,7 +141,7 @@ type applier struct {
 func newApplier(r *Reconciler, now time.Time) *applier {
 	return &applier{r: r, holdAddr: map[netip.Addr]bool{}, kept: map[netip.Addr]bool{},
 		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{},
-		owned: map[model.VSKey]bool{}, now: now}
+		now: now}
 }
 
 // held tells whether an earlier failure holds op back (see apply). An
@@ -199,8 +197,8 @@ func (a *applier) send(ctx context.Context, batch []plan.Op) int {
 	return notTried
 }
 
-// record notes one applied operation: the observed cache on success, what
-// its failure holds back otherwise.
+// record notes one applied operation in the observed cache, and what its
+// failure holds back.
 func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 	r := a.r
 	a.out.attempted++
@@ -208,6 +206,7 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 		name, owned := r.serviceOf(op)
 		a.out.fail(op, e, name, owned)
 		r.log.Log(logv.V(logv.Problem), "operation failed", zap.Stringer("op", op), zap.Error(e))
+		r.obs.Tried(op)
 		a.failed(ctx, op, e)
 		return
 	}
@@ -221,150 +220,7 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 		delete(r.made, op.VS.Key)
 	}
 	r.noteStale(op)
-	a.own(op)
-	r.applyToCache(op)
-	a.shareDone(op)
-}
-
-// shareDone makes the cache hold the desired virtual server itself as soon
-// as op leaves the kernel's copy equal to it (see shareObserved), rather
-// than at the end of the sync: a cold start adds 10,000 virtual servers
-// before their real servers, and their copies were held, whole, until the
-// plan was done (15 MB at its peak, issue 12). Equality is checked only
-// when the counts match, so a large virtual server is compared once, not
-// at each real server.
-func (a *applier) shareDone(op plan.Op) {
-	if op.Kind != plan.AddReal && op.Kind != plan.UpdateReal && op.Kind != plan.AddService {
-		return
-	}
-	k := op.VS.Key
-	want, ok := a.r.desired.state.Services[k]
-	if have := a.r.observed.Services[k]; !ok || have == nil || have.Reals.Len() != want.Reals.Len() {
-		return
-	}
-	a.r.shareObserved(k)
-	if a.r.observed.Services[k] == want {
-		a.owned[k] = false // shared: the next change copies it again
-	}
-}
-
-// reserveObserved sizes the cache's maps when it is empty (a cold start),
-// as reserve does the desired state's: the cache is built from the
-// operations applied, which bring it to the desired state. (Its plan comes
-// in passes, so the operations cannot be counted before the first apply.)
-func (r *Reconciler) reserveObserved() {
-	if !r.observed.Empty() {
-		return
-	}
-	d := r.desired.state
-	r.observed = model.SizedState(len(d.Services), len(d.Addrs), len(d.Sets))
-}
-
-// applyToCache records an applied operation in the observed cache, and
-// in the digests of its table and set members.
-func (r *Reconciler) applyToCache(op plan.Op) {
-	switch op.Kind {
-	case plan.AddSetEntry, plan.DeleteSetEntry:
-		r.sumSetOp(op)
-	case plan.BindAddr, plan.UnbindAddr:
-	default:
-		r.sumTableOp(op)
-	}
-	if op.Kind == plan.AddReal {
-		r.sizeReals(op.VS.Key)
-	}
-	r.forgetConns(op)
-	op.ApplyTo(&r.observed)
-}
-
-// sizeReals sizes the real servers of a virtual server in the cache as
-// its Service wants them, at the first one added: the rest follow in the
-// same plan, and grew from empty to ten at a cold start. Sized at the
-// first real server rather than at the virtual server's create, so that a
-// cold start does not hold 10,000 sized lists at once.
-func (r *Reconciler) sizeReals(k model.VSKey) {
-	have, ok := r.observed.Services[k]
-	if !ok || have.Reals.Len() > 0 {
-		return
-	}
-	if want, ok := r.desired.state.Services[k]; ok && want.Reals.Len() > 1 {
-		have.Reals.Grow(want.Reals.Len())
-	}
-}
-
-// sumSetOp counts a set member's add or delete, before it is applied.
-func (r *Reconciler) sumSetOp(op plan.Op) {
-	_, held := r.observed.Sets[op.Entry]
-	switch {
-	case op.Kind == plan.AddSetEntry && !held:
-		r.sets.count(memberHash(op.Entry), 1)
-	case op.Kind == plan.DeleteSetEntry && held:
-		r.sets.count(memberHash(op.Entry), -1)
-	}
-}
-
-// sumTableOp counts a change to the IPVS table, before it is applied
-// (what plan.Op.ApplyTo does, in the digest).
-func (r *Reconciler) sumTableOp(op plan.Op) {
-	k := op.VS.Key
-	svc, ok := r.observed.Services[k]
-	switch op.Kind {
-	case plan.AddService:
-		if ok {
-			r.table.countService(svc, -1) // replaced whole
-		}
-		r.table.count(vsHash(op.VS), 1)
-	case plan.DeleteService:
-		if ok {
-			r.table.countService(svc, -1)
-		}
-	case plan.UpdateService:
-		if ok {
-			r.table.count(vsHash(svc.VirtualServer), -1)
-			r.table.count(vsHash(op.VS), 1)
-		}
-	case plan.AddReal, plan.UpdateReal, plan.DeleteReal:
-		if !ok {
-			return
-		}
-		if old, held := svc.Reals.Get(op.RS.Addr); held {
-			r.table.count(realHash(k, old), -1)
-		}
-		if op.Kind != plan.DeleteReal {
-			r.table.count(realHash(k, op.RS), 1)
-		}
-	}
-}
-
-// own copies the observed virtual server op is about to change, the first
-// time this apply changes it: the cache's services are shared with the
-// desired state and the published views once the kernel holds what is
-// wanted (see shareObserved), and a shared one is never changed in place.
-// A service this apply made or copied is changed in place, so a cold
-// start copies nothing.
-func (a *applier) own(op plan.Op) {
-	k := op.VS.Key
-	switch op.Kind {
-	case plan.AddService:
-		a.owned[k] = true
-	case plan.UpdateService, plan.AddReal, plan.UpdateReal, plan.DeleteReal:
-		if svc, ok := a.r.observed.Services[k]; ok && !a.owned[k] {
-			a.r.observed.Services[k] = svc.Clone()
-			a.owned[k] = true
-		}
-	}
-}
-
-// shareObserved makes the cache hold the desired virtual server itself
-// where the kernel holds exactly that, rather than a second copy of the
-// table (issue 12, item 4): from then on the two differ only where a sync
-// could not bring the kernel in step, and apply copies before it changes.
-func (r *Reconciler) shareObserved(k model.VSKey) {
-	want, wanted := r.desired.state.Services[k]
-	have, inKernel := r.observed.Services[k]
-	if wanted && inKernel && have != want && have.Equal(want) {
-		r.observed.Services[k] = want
-	}
+	r.obs.Apply(op, r.desired.state.Services[op.VS.Key])
 }
 
 // failed notes what a failed operation holds back.
@@ -401,14 +257,15 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 // reads the kernel again.
 func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 	op := plan.Op{Kind: plan.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
-	if _, ok := r.observed.Sets[op.Entry]; !ok {
+	if !r.obs.HasMember(op.Entry) {
 		return
 	}
 	if err := applyOp(ctx, r.opt.Dataplane, op); err != nil {
+		r.obs.Tried(op)
 		r.log.Warn("withdraw the record of a foreign virtual server", zap.Stringer("vs", k), zap.Error(err))
 		return
 	}
-	r.applyToCache(op)
+	r.obs.Apply(op, nil)
 }
 
 // changeOf is an operation as the dataplane takes it.

@@ -60,7 +60,7 @@ func (r *Reconciler) noteStale(op plan.Op) {
 	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteReal:
 		c.add(c.reals, op.RS.Addr)
 	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteService:
-		if svc, ok := r.observed.Services[op.VS.Key]; ok {
+		if svc, ok := r.obs.Service(op.VS.Key); ok {
 			for _, rs := range svc.Reals.All() {
 				c.add(c.reals, rs.Addr)
 			}
@@ -133,7 +133,7 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 func (r *Reconciler) forgetLive() {
 	c := &r.stale
 	if len(c.reals) > 0 {
-		for k, svc := range r.observed.Services {
+		for k, svc := range r.obs.State().Services {
 			if k.Proto != model.UDP {
 				continue
 			}
@@ -145,7 +145,7 @@ func (r *Reconciler) forgetLive() {
 		}
 	}
 	for dst := range c.dests {
-		if _, ok := r.observed.Sets[shim.Entry(shim.NoEndpoints, dst.Addr(), model.UDP, dst.Port())]; ok {
+		if r.obs.HasMember(shim.Entry(shim.NoEndpoints, dst.Addr(), model.UDP, dst.Port())) {
 			delete(c.dests, dst)
 		}
 	}

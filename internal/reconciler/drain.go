@@ -6,7 +6,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 // drainInput is what the drain decision needs; all values, no kernel.
@@ -80,26 +79,6 @@ func forgetDrains(since map[dataplane.RealRef]time.Time, desired model.State) {
 	for ref := range since {
 		if _, ok := desired.Services[ref.VS]; !ok {
 			delete(since, ref)
-		}
-	}
-}
-
-// forgetConns drops the cached connection counters of the real servers an
-// operation removes from the kernel, before the cache records it: a real
-// server deleted, or every one of a virtual server deleted or replaced
-// whole. The counters go with their real server; otherwise every endpoint
-// a rollout replaced would keep an entry until a full sync, which a
-// healthy agent never runs.
-func (r *Reconciler) forgetConns(op plan.Op) {
-	k := op.VS.Key
-	switch op.Kind {
-	case plan.DeleteReal:
-		delete(r.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
-	case plan.AddService, plan.DeleteService:
-		if svc, ok := r.observed.Services[k]; ok {
-			for _, rs := range svc.Reals.All() {
-				delete(r.conns, dataplane.RealRef{VS: k, RS: rs.Addr})
-			}
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
@@ -57,6 +59,12 @@ func newBlockingReader(rd dataplane.Reader) *blockingReader {
 	return &blockingReader{Reader: rd, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
+// isScan tells whether a read is a scan (digests), not a whole read.
+func isScan(rd *rescan.Read) bool {
+	scan, _, _ := rd.Scanned()
+	return scan
+}
+
 // foldNext waits for the checker's cue and runs the sync that folds its
 // read.
 func (r *rig) foldNext() Status {
@@ -84,9 +92,9 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := newBlockingReader(r.fake)
-	d := &DriftChecker{Rec: r.rec, Reader: br}
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: br}
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	<-br.entered // the read saw the kernel and is stuck
 
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
@@ -104,7 +112,7 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatalf("scan's fold: %+v, want a checked sync that repaired nothing yet", st)
 	}
 	st = r.foldNext()
-	if rd := <-read; rd == nil || rd.scan != nil {
+	if rd := <-read; rd == nil || isScan(rd) {
 		t.Fatalf("drift read failed or was no whole read: %+v", rd)
 	}
 	if st.Failed != 0 || st.Drift != 1 || !st.Checked {
@@ -125,9 +133,9 @@ func TestFullSyncMakesDriftReadStale(t *testing.T) {
 	r.sync(false)
 	ctx := context.Background()
 	br := newBlockingReader(r.fake)
-	d := &DriftChecker{Rec: r.rec, Reader: br}
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: br}
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	<-br.entered
 	if err := r.fake.DeleteService(ctx, webKey); err != nil { // after the read
 		t.Fatal(err)
@@ -150,8 +158,8 @@ func TestIdleFoldChangesNothing(t *testing.T) {
 	r.sync(false)
 	before, _ := r.rec.View().Server(webKey)
 	r.fake.ResetCalls()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	go d.read(context.Background())
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	go d.Check(context.Background())
 	st := r.foldNext()
 	if st.Drift != 0 || st.Ops != 0 || st.Full {
 		t.Fatalf("idle fold: %+v, want nothing", st)
@@ -189,7 +197,7 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 			},
 			Repair: r.rec.DriftWake(), MinInterval: minInterval,
 		}
-		d := &DriftChecker{Rec: r.rec, Reader: r.fake, Period: period}
+		d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake, Period: period}
 		done := make(chan struct{}, 2)
 		go func() { _ = run.Run(ctx); done <- struct{}{} }()
 		go func() { d.Run(ctx); done <- struct{}{} }()
@@ -246,8 +254,8 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.fake.FailNext("Scan", errors.New("interrupted dump"))
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	if rd := d.read(ctx); rd != nil {
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	if rd := d.Check(ctx); rd != nil {
 		t.Fatal("a failed read was handed over")
 	}
 	select {
@@ -260,8 +268,8 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	}
 
 	r.fake.FailNext("Observe", errors.New("interrupted dump"))
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 {
 		t.Fatalf("the scan's fold: %+v, want nothing repaired", st)
 	}
@@ -314,7 +322,7 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 			r.sync(false)
 			ctx, cancel := context.WithCancel(context.Background())
 			sr := &slowReader{Reader: r.fake, take: tc.take}
-			d := &DriftChecker{Rec: r.rec, Reader: sr, Period: 30 * time.Second}
+			d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: sr, Period: 30 * time.Second}
 			done := make(chan struct{})
 			go func() { d.Run(ctx); close(done) }()
 			go func() { // the sync loop's part: fold each read
@@ -341,18 +349,18 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 // readBesideChange starts a drift read of the rig's kernel (web and dns,
 // synced) and, while it is under way, syncs a change to web: a third
 // endpoint, which touches web's virtual server and its set members.
-func readBesideChange(t *testing.T, r *rig) *driftRead {
+func readBesideChange(t *testing.T, r *rig) *rescan.Read {
 	t.Helper()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	return besideChange(t, r, d.observe)
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	return besideChange(t, r, d.Whole)
 }
 
 // besideChange begins a read, takes it with take, then syncs the change
 // of readBesideChange before the read is handed over.
-func besideChange(t *testing.T, r *rig, take func(context.Context) (*driftRead, error)) *driftRead {
+func besideChange(t *testing.T, r *rig, take func(context.Context, observed.Revision) (*rescan.Read, error)) *rescan.Read {
 	t.Helper()
-	r.rec.drift.begin()
-	rd, err := take(context.Background())
+	_, since := r.rec.Rescans().Begin()
+	rd, err := take(context.Background(), since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,11 +383,11 @@ func TestFoldTrustsUntouchedDigests(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	rd := readBesideChange(t, r)
-	dns := rd.obs.State.Services[dnsKey].Clone()
+	dns := rd.State.Services[dnsKey].Clone()
 	dns.Reals = model.Reals{}
-	rd.obs.State.Services[dnsKey] = dns
-	delete(rd.obs.State.Sets, shim.Entry(shim.Frontends, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
-	r.rec.drift.hand(rd)
+	rd.State.Services[dnsKey] = dns
+	delete(rd.State.Sets, shim.Entry(shim.Frontends, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
+	r.rec.Rescans().Hand(rd)
 	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked {
 		t.Fatalf("fold: %+v, want a checked sync that compared nothing one by one", st)
 	}
@@ -400,7 +408,7 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 	if err := r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53")); err != nil {
 		t.Fatal(err)
 	}
-	r.rec.drift.hand(readBesideChange(t, r))
+	r.rec.Rescans().Hand(readBesideChange(t, r))
 	if st := r.foldNext(); st.Drift != 2 || st.Ops != 2 {
 		t.Fatalf("fold: %+v, want the real server and the member found and put back", st)
 	}
@@ -414,10 +422,10 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 
 // scanBesideChange is readBesideChange with a scan: digests and what takes
 // the syncs' changes out of them, no copy of the kernel.
-func scanBesideChange(t *testing.T, r *rig) *driftRead {
+func scanBesideChange(t *testing.T, r *rig) *rescan.Read {
 	t.Helper()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	return besideChange(t, r, d.scan)
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	return besideChange(t, r, d.Scan)
 }
 
 // TestScanBesideChangeAgrees: a scan that overlapped one of the agent's
@@ -429,12 +437,12 @@ func TestScanBesideChangeAgrees(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	rd := scanBesideChange(t, r)
-	if rd.obs.State.Services != nil || rd.obs.State.Sets != nil || len(rd.scan.members) == 0 {
-		t.Fatalf("a scan kept the table or no member hashes: %d services, %d members", len(rd.obs.State.Services), len(rd.scan.members))
+	if _, _, members := rd.Scanned(); rd.State.Services != nil || rd.State.Sets != nil || members == 0 {
+		t.Fatalf("a scan kept the table or no member hashes: %d services, %d members", len(rd.State.Services), members)
 	}
-	r.rec.drift.hand(rd)
-	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked || rd.wantWhole {
-		t.Fatalf("fold: %+v (whole read asked: %v), want a checked sync that needs no whole read", st, rd.wantWhole)
+	r.rec.Rescans().Hand(rd)
+	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked || rd.WantWhole {
+		t.Fatalf("fold: %+v (whole read asked: %v), want a checked sync that needs no whole read", st, rd.WantWhole)
 	}
 }
 
@@ -459,9 +467,9 @@ func TestScanFindsDriftBesideChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			rd := scanBesideChange(t, r)
-			r.rec.drift.hand(rd)
-			if st := r.foldNext(); st.Drift != 0 || !rd.wantWhole {
-				t.Fatalf("fold: %+v (whole read asked: %v), want a whole read asked for", st, rd.wantWhole)
+			r.rec.Rescans().Hand(rd)
+			if st := r.foldNext(); st.Drift != 0 || !rd.WantWhole {
+				t.Fatalf("fold: %+v (whole read asked: %v), want a whole read asked for", st, rd.WantWhole)
 			}
 		})
 	}
@@ -475,12 +483,12 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	ctx := context.Background()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
 	check := func(wantScans, wantWhole, wantDrift int) {
 		t.Helper()
 		r.fake.ResetCalls()
-		read := make(chan *driftRead)
-		go func() { read <- d.read(ctx) }()
+		read := make(chan *rescan.Read)
+		go func() { read <- d.Check(ctx) }()
 		drift := r.foldNext().Drift
 		if wantWhole > 0 {
 			drift += r.foldNext().Drift
