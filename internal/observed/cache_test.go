@@ -24,7 +24,9 @@ var (
 func addVS(k model.VSKey) plan.Op {
 	return plan.Op{Kind: plan.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}}
 }
-func addRS(k model.VSKey, rs model.RealServer) plan.Op { return plan.Op{Kind: plan.AddReal, VS: model.VirtualServer{Key: k}, RS: rs} }
+func addRS(k model.VSKey, rs model.RealServer) plan.Op {
+	return plan.Op{Kind: plan.AddReal, VS: model.VirtualServer{Key: k}, RS: rs}
+}
 func delRS(k model.VSKey, rs model.RealServer) plan.Op {
 	return plan.Op{Kind: plan.DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs}
 }
@@ -247,4 +249,3 @@ func TestConnsGoWithTheirRealServer(t *testing.T) {
 		})
 	}
 }
-
