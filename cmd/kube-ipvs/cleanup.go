@@ -11,7 +11,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
 )
 
@@ -112,7 +112,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		log.Warn("the config file has fields kube-proxy v1.37 does not know, or a key given twice: they are ignored",
 			zap.String("config", o.configFile), zap.Strings("unknown", o.lenient))
 	}
-	var ops []plan.Op
+	var ops []model.Op
 	switch {
 	case o.shimOnly:
 		ops, err = reconciler.CleanupShim(ctx, dp)

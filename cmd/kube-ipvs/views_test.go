@@ -59,10 +59,10 @@ func (k *stuckKernel) AddReal(ctx context.Context, vs model.VSKey, rs model.Real
 
 // Apply sends a batch's real servers through AddReal, where a sync can
 // stick; the rest as the fake does.
-func (k *stuckKernel) Apply(ctx context.Context, changes []dataplane.Change) []error {
+func (k *stuckKernel) Apply(ctx context.Context, changes []model.Op) []error {
 	errs := make([]error, len(changes))
 	for i, c := range changes {
-		if c.Kind == dataplane.ChangeAddReal {
+		if c.Kind == model.AddReal {
 			errs[i] = k.AddReal(ctx, c.VS.Key, c.RS)
 			continue
 		}

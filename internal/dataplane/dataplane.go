@@ -194,43 +194,6 @@ type Conntrack interface {
 	ClearConntrack(ctx context.Context, s StaleFlows) (int, error)
 }
 
-// ChangeKind is what a Change does; each kind is one of the single-change
-// methods above.
-type ChangeKind uint8
-
-const (
-	ChangeAddService     ChangeKind = iota + 1 // IPVS.AddService(VS)
-	ChangeUpdateService                        // IPVS.UpdateService(VS)
-	ChangeDeleteService                        // IPVS.DeleteService(VS.Key)
-	ChangeAddReal                              // IPVS.AddReal(VS.Key, RS)
-	ChangeUpdateReal                           // IPVS.UpdateReal(VS.Key, RS)
-	ChangeDeleteReal                           // IPVS.DeleteReal(VS.Key, RS.Addr)
-	ChangeAddAddr                              // Link.AddAddr(Addr)
-	ChangeDeleteAddr                           // Link.DeleteAddr(Addr)
-	ChangeAddSetEntry                          // Netfilter.AddSetEntry(Entry)
-	ChangeDeleteSetEntry                       // Netfilter.DeleteSetEntry(Entry)
-)
-
-var changeKindNames = [...]string{"", "add-service", "update-service", "delete-service", "add-real", "update-real",
-	"delete-real", "add-addr", "delete-addr", "add-set-entry", "delete-set-entry"}
-
-func (k ChangeKind) String() string {
-	if int(k) < len(changeKindNames) && k != 0 {
-		return changeKindNames[k]
-	}
-	return fmt.Sprintf("change(%d)", int(k))
-}
-
-// Change is one write to the kernel, as its single method would make it:
-// only the fields its kind names are read.
-type Change struct {
-	Kind  ChangeKind
-	VS    model.VirtualServer
-	RS    model.RealServer
-	Addr  netip.Addr
-	Entry model.SetEntry
-}
-
 // Batch applies many changes at once (issue 12: at start the agent makes
 // hundreds of thousands; one kernel round trip each was most of the cold
 // start). Apply makes changes[i] as its single method would, in order, and
@@ -241,7 +204,7 @@ type Change struct {
 // fails with another error (it may have been made: only a fresh Observe
 // tells).
 type Batch interface {
-	Apply(ctx context.Context, changes []Change) []error
+	Apply(ctx context.Context, ops []model.Op) []error
 }
 
 // Writer is what one change is made through: the single-change methods.
@@ -251,31 +214,31 @@ type Writer interface {
 	Netfilter
 }
 
-// ApplyOne makes one change through its single method on w.
-func ApplyOne(ctx context.Context, w Writer, c Change) error {
-	switch c.Kind {
-	case ChangeAddService:
-		return w.AddService(ctx, c.VS)
-	case ChangeUpdateService:
-		return w.UpdateService(ctx, c.VS)
-	case ChangeDeleteService:
-		return w.DeleteService(ctx, c.VS.Key)
-	case ChangeAddReal:
-		return w.AddReal(ctx, c.VS.Key, c.RS)
-	case ChangeUpdateReal:
-		return w.UpdateReal(ctx, c.VS.Key, c.RS)
-	case ChangeDeleteReal:
-		return w.DeleteReal(ctx, c.VS.Key, c.RS.Addr)
-	case ChangeAddAddr:
-		return w.AddAddr(ctx, c.Addr)
-	case ChangeDeleteAddr:
-		return w.DeleteAddr(ctx, c.Addr)
-	case ChangeAddSetEntry:
-		return w.AddSetEntry(ctx, c.Entry)
-	case ChangeDeleteSetEntry:
-		return w.DeleteSetEntry(ctx, c.Entry)
+// ApplyOne makes one operation through its single method on w.
+func ApplyOne(ctx context.Context, w Writer, op model.Op) error {
+	switch op.Kind {
+	case model.AddService:
+		return w.AddService(ctx, op.VS)
+	case model.UpdateService:
+		return w.UpdateService(ctx, op.VS)
+	case model.DeleteService:
+		return w.DeleteService(ctx, op.VS.Key)
+	case model.AddReal:
+		return w.AddReal(ctx, op.VS.Key, op.RS)
+	case model.UpdateReal:
+		return w.UpdateReal(ctx, op.VS.Key, op.RS)
+	case model.DeleteReal:
+		return w.DeleteReal(ctx, op.VS.Key, op.RS.Addr)
+	case model.BindAddr:
+		return w.AddAddr(ctx, op.Addr)
+	case model.UnbindAddr:
+		return w.DeleteAddr(ctx, op.Addr)
+	case model.AddSetEntry:
+		return w.AddSetEntry(ctx, op.Entry)
+	case model.DeleteSetEntry:
+		return w.DeleteSetEntry(ctx, op.Entry)
 	}
-	return fmt.Errorf("unknown change kind %s", c.Kind)
+	return fmt.Errorf("unknown operation kind %s", op.Kind)
 }
 
 // NotTried is the error of a change Apply did not send because ctx ended.

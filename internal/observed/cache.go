@@ -13,7 +13,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 // Cache is the observed state. It is written from one goroutine (the sync
@@ -126,21 +125,21 @@ func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
 // a virtual server's real servers are sized as it lists them at the first
 // one added, and once the kernel holds exactly want the cache holds want
 // itself rather than a second copy (want is never changed by the cache).
-func (c *Cache) Apply(op plan.Op, want *model.Service) {
+func (c *Cache) Apply(op model.Op, want *model.Service) {
 	c.own(op)
 	switch op.Kind {
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		c.sumMember(op)
-	case plan.BindAddr, plan.UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 	default:
 		c.sumTable(op)
 	}
-	if op.Kind == plan.AddReal {
+	if op.Kind == model.AddReal {
 		c.sizeReals(op.VS.Key, want)
 	}
 	c.forgetConns(op)
 	op.ApplyTo(&c.state)
-	if op.Kind == plan.AddReal || op.Kind == plan.UpdateReal || op.Kind == plan.AddService {
+	if op.Kind == model.AddReal || op.Kind == model.UpdateReal || op.Kind == model.AddService {
 		c.shareIfDone(op.VS.Key, want)
 	}
 	c.revs.touch(op)
@@ -148,7 +147,7 @@ func (c *Cache) Apply(op plan.Op, want *model.Service) {
 
 // Tried records an operation that failed: the kernel may or may not have
 // made it, so a read begun before it is not trusted on its key either.
-func (c *Cache) Tried(op plan.Op) { c.revs.touch(op) }
+func (c *Cache) Tried(op model.Op) { c.revs.touch(op) }
 
 // Share makes the cache hold want itself for virtual server k where the
 // kernel holds exactly that, rather than a copy: from then on the two
@@ -174,14 +173,14 @@ func (c *Cache) shareIfDone(k model.VSKey, want *model.Service) {
 
 // own copies the virtual server op is about to change unless the cache
 // owns it (see Cache); a virtual server created is owned.
-func (c *Cache) own(op plan.Op) {
+func (c *Cache) own(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		c.owned[k] = c.gen
-	case plan.DeleteService:
+	case model.DeleteService:
 		delete(c.owned, k)
-	case plan.UpdateService, plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+	case model.UpdateService, model.AddReal, model.UpdateReal, model.DeleteReal:
 		if svc, ok := c.state.Services[k]; ok && c.owned[k] != c.gen {
 			c.state.Services[k] = svc.Clone()
 			c.owned[k] = c.gen
@@ -200,43 +199,43 @@ func (c *Cache) sizeReals(k model.VSKey, want *model.Service) {
 }
 
 // sumMember counts a set member's add or delete, before it is applied.
-func (c *Cache) sumMember(op plan.Op) {
+func (c *Cache) sumMember(op model.Op) {
 	held := c.HasMember(op.Entry)
 	switch {
-	case op.Kind == plan.AddSetEntry && !held:
+	case op.Kind == model.AddSetEntry && !held:
 		c.sets.count(MemberHash(op.Entry), 1)
-	case op.Kind == plan.DeleteSetEntry && held:
+	case op.Kind == model.DeleteSetEntry && held:
 		c.sets.count(MemberHash(op.Entry), -1)
 	}
 }
 
 // sumTable counts a change to the IPVS table, before it is applied.
-func (c *Cache) sumTable(op plan.Op) {
+func (c *Cache) sumTable(op model.Op) {
 	k := op.VS.Key
 	svc, ok := c.state.Services[k]
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		if ok {
 			c.table.countService(svc, -1) // replaced whole
 		}
 		c.table.count(VSHash(op.VS), 1)
-	case plan.DeleteService:
+	case model.DeleteService:
 		if ok {
 			c.table.countService(svc, -1)
 		}
-	case plan.UpdateService:
+	case model.UpdateService:
 		if ok {
 			c.table.count(VSHash(svc.VirtualServer), -1)
 			c.table.count(VSHash(op.VS), 1)
 		}
-	case plan.AddReal, plan.UpdateReal, plan.DeleteReal:
+	case model.AddReal, model.UpdateReal, model.DeleteReal:
 		if !ok {
 			return
 		}
 		if old, held := svc.Reals.Get(op.RS.Addr); held {
 			c.table.count(RealHash(k, old), -1)
 		}
-		if op.Kind != plan.DeleteReal {
+		if op.Kind != model.DeleteReal {
 			c.table.count(RealHash(k, op.RS), 1)
 		}
 	}
@@ -246,12 +245,12 @@ func (c *Cache) sumTable(op plan.Op) {
 // from the kernel: a real server deleted, or every one of a virtual server
 // deleted or replaced whole. Otherwise every endpoint a rollout replaced
 // would keep an entry until a full sync, which a healthy agent never runs.
-func (c *Cache) forgetConns(op plan.Op) {
+func (c *Cache) forgetConns(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.DeleteReal:
+	case model.DeleteReal:
 		delete(c.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
-	case plan.AddService, plan.DeleteService:
+	case model.AddService, model.DeleteService:
 		if svc, ok := c.state.Services[k]; ok {
 			c.forgetReals(k, svc)
 		}

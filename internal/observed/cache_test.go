@@ -6,7 +6,6 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 var (
@@ -21,23 +20,23 @@ var (
 	mem2 = model.NewSetEntry("KUBE-CLUSTER-IP", vip2, model.UDP, 53)
 )
 
-func addVS(k model.VSKey) plan.Op {
-	return plan.Op{Kind: plan.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}}
+func addVS(k model.VSKey) model.Op {
+	return model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}}
 }
-func addRS(k model.VSKey, rs model.RealServer) plan.Op {
-	return plan.Op{Kind: plan.AddReal, VS: model.VirtualServer{Key: k}, RS: rs}
+func addRS(k model.VSKey, rs model.RealServer) model.Op {
+	return model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k}, RS: rs}
 }
-func delRS(k model.VSKey, rs model.RealServer) plan.Op {
-	return plan.Op{Kind: plan.DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs}
+func delRS(k model.VSKey, rs model.RealServer) model.Op {
+	return model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs}
 }
-func bind(a netip.Addr) plan.Op          { return plan.Op{Kind: plan.BindAddr, Addr: a} }
-func unbind(a netip.Addr) plan.Op        { return plan.Op{Kind: plan.UnbindAddr, Addr: a} }
-func addMember(e model.SetEntry) plan.Op { return plan.Op{Kind: plan.AddSetEntry, Entry: e} }
-func delMember(e model.SetEntry) plan.Op { return plan.Op{Kind: plan.DeleteSetEntry, Entry: e} }
+func bind(a netip.Addr) model.Op          { return model.Op{Kind: model.BindAddr, Addr: a} }
+func unbind(a netip.Addr) model.Op        { return model.Op{Kind: model.UnbindAddr, Addr: a} }
+func addMember(e model.SetEntry) model.Op { return model.Op{Kind: model.AddSetEntry, Entry: e} }
+func delMember(e model.SetEntry) model.Op { return model.Op{Kind: model.DeleteSetEntry, Entry: e} }
 
 // base are the operations that build web (two real servers) and dns (one).
-func base() []plan.Op {
-	return []plan.Op{addMember(mem), addMember(mem2), addVS(web), addVS(dns), addRS(web, rs1), addRS(web, rs2), addRS(dns, rs3), bind(vip), bind(vip2)}
+func base() []model.Op {
+	return []model.Op{addMember(mem), addMember(mem2), addVS(web), addVS(dns), addRS(web, rs1), addRS(web, rs2), addRS(dns, rs3), bind(vip), bind(vip2)}
 }
 
 // kernel applies ops to a cache and to a state standing for the kernel.
@@ -47,13 +46,13 @@ type kernel struct {
 	state model.State
 }
 
-func newKernel(t *testing.T, ops ...plan.Op) *kernel {
+func newKernel(t *testing.T, ops ...model.Op) *kernel {
 	k := &kernel{t: t, c: New(), state: model.NewState()}
 	k.apply(ops...)
 	return k
 }
 
-func (k *kernel) apply(ops ...plan.Op) {
+func (k *kernel) apply(ops ...model.Op) {
 	for _, op := range ops {
 		k.foreign(op)
 		k.c.Apply(op, nil)
@@ -62,7 +61,7 @@ func (k *kernel) apply(ops ...plan.Op) {
 }
 
 // foreign changes the kernel behind the cache's back.
-func (k *kernel) foreign(op plan.Op) {
+func (k *kernel) foreign(op model.Op) {
 	if svc, ok := k.state.Services[op.VS.Key]; ok {
 		k.state.Services[op.VS.Key] = svc.Clone()
 	}
@@ -105,7 +104,7 @@ func (k *kernel) checkDigests() {
 func TestApply(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		ops  []plan.Op
+		ops  []model.Op
 		want string
 	}{
 		{"build", nil, `-A -t 10.96.0.10:80 -s rr
@@ -118,9 +117,9 @@ addr 10.96.0.53
 set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
 set KUBE-CLUSTER-IP 10.96.0.53,udp:53
 `},
-		{"update service and real", []plan.Op{
-			{Kind: plan.UpdateService, VS: model.VirtualServer{Key: web, Scheduler: "lc", Flags: model.FlagPersistent | model.FlagHashed, Timeout: 60}},
-			{Kind: plan.UpdateReal, VS: model.VirtualServer{Key: web}, RS: model.RealServer{Addr: rs1.Addr, Weight: 0}},
+		{"update service and real", []model.Op{
+			{Kind: model.UpdateService, VS: model.VirtualServer{Key: web, Scheduler: "lc", Flags: model.FlagPersistent | model.FlagHashed, Timeout: 60}},
+			{Kind: model.UpdateReal, VS: model.VirtualServer{Key: web}, RS: model.RealServer{Addr: rs1.Addr, Weight: 0}},
 		}, `-A -t 10.96.0.10:80 -s lc -p 60
   -a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 0
   -a -t 10.96.0.10:80 -r 10.244.2.2:8080 -m -w 1
@@ -131,13 +130,13 @@ addr 10.96.0.53
 set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
 set KUBE-CLUSTER-IP 10.96.0.53,udp:53
 `},
-		{"delete everything of dns", []plan.Op{delRS(dns, rs3), {Kind: plan.DeleteService, VS: model.VirtualServer{Key: dns}}, unbind(vip2), delMember(mem2)}, `-A -t 10.96.0.10:80 -s rr
+		{"delete everything of dns", []model.Op{delRS(dns, rs3), {Kind: model.DeleteService, VS: model.VirtualServer{Key: dns}}, unbind(vip2), delMember(mem2)}, `-A -t 10.96.0.10:80 -s rr
   -a -t 10.96.0.10:80 -r 10.244.1.2:8080 -m -w 1
   -a -t 10.96.0.10:80 -r 10.244.2.2:8080 -m -w 1
 addr 10.96.0.10
 set KUBE-CLUSTER-IP 10.96.0.10,tcp:80
 `},
-		{"re-create web whole", []plan.Op{addVS(web)}, `-A -t 10.96.0.10:80 -s rr
+		{"re-create web whole", []model.Op{addVS(web)}, `-A -t 10.96.0.10:80 -s rr
 -A -u 10.96.0.53:53 -s rr
   -a -u 10.96.0.53:53 -r 10.244.1.3:53 -m -w 1
 addr 10.96.0.10
@@ -182,7 +181,7 @@ func TestHandedOutNeverChanges(t *testing.T) {
 			}
 			before := held.Clone()
 			c.Apply(addRS(web, rs2), nil)
-			c.Apply(plan.Op{Kind: plan.UpdateService, VS: model.VirtualServer{Key: web, Scheduler: "lc"}}, nil)
+			c.Apply(model.Op{Kind: model.UpdateService, VS: model.VirtualServer{Key: web, Scheduler: "lc"}}, nil)
 			now, _ := c.Service(web)
 			if tc.inPlace {
 				if now != held {
@@ -206,7 +205,7 @@ func TestHandedOutNeverChanges(t *testing.T) {
 func TestShareWant(t *testing.T) {
 	want := &model.Service{VirtualServer: model.VirtualServer{Key: web, Scheduler: "rr"}, Reals: model.RealsOf([]model.RealServer{rs1, rs2})}
 	c := New()
-	for _, op := range []plan.Op{addVS(web), addRS(web, rs1)} {
+	for _, op := range []model.Op{addVS(web), addRS(web, rs1)} {
 		c.Apply(op, want)
 		if s, _ := c.Service(web); s == want {
 			t.Fatalf("shared after %s, before the kernel holds what is wanted", op)
@@ -231,11 +230,11 @@ func TestShareWant(t *testing.T) {
 func TestConnsGoWithTheirRealServer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		op   plan.Op
+		op   model.Op
 		want int
 	}{
 		{"delete real", delRS(web, rs1), 1},
-		{"delete service", plan.Op{Kind: plan.DeleteService, VS: model.VirtualServer{Key: web}}, 0},
+		{"delete service", model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: web}}, 0},
 		{"re-create service", addVS(web), 0},
 		{"bind", bind(vip), 2},
 	} {

@@ -23,32 +23,32 @@ func TestFold(t *testing.T) {
 	webOnly := "-A -t 10.96.0.10:80 -s \n"
 	for _, tc := range []struct {
 		name    string
-		foreign []plan.Op // someone else, before the read
-		during  []plan.Op // the agent, after the read began
+		foreign []model.Op // someone else, before the read
+		during  []model.Op // the agent, after the read began
 		scan    bool
 		want    Folded
 		scope   string
 	}{
 		{name: "nothing", want: Folded{}},
-		{name: "real server deleted", foreign: []plan.Op{delRS(web, rs1)}, want: Folded{Drifted: 1}, scope: webOnly},
-		{name: "virtual server added", foreign: []plan.Op{addVS(model.NewVSKey(model.TCP, vip, 443))}, want: Folded{Drifted: 1},
+		{name: "real server deleted", foreign: []model.Op{delRS(web, rs1)}, want: Folded{Drifted: 1}, scope: webOnly},
+		{name: "virtual server added", foreign: []model.Op{addVS(model.NewVSKey(model.TCP, vip, 443))}, want: Folded{Drifted: 1},
 			scope: "-A -t 10.96.0.10:443 -s \n"},
-		{name: "address unbound", foreign: []plan.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
-		{name: "member removed", foreign: []plan.Op{delMember(mem2)}, want: Folded{Drifted: 1},
+		{name: "address unbound", foreign: []model.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
+		{name: "member removed", foreign: []model.Op{delMember(mem2)}, want: Folded{Drifted: 1},
 			scope: "set KUBE-CLUSTER-IP 10.96.0.53,udp:53\n"},
-		{name: "real server deleted, web written since", foreign: []plan.Op{delRS(web, rs1)},
-			during: []plan.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
-		{name: "real server deleted, dns written since", foreign: []plan.Op{delRS(web, rs1)},
-			during: []plan.Op{delRS(dns, rs3)}, want: Folded{Drifted: 1}, scope: webOnly},
-		{name: "address unbound, bound again since", foreign: []plan.Op{unbind(vip2)}, during: []plan.Op{bind(vip2)}, want: Folded{}},
-		{name: "member removed, added again since", foreign: []plan.Op{delMember(mem2)}, during: []plan.Op{addMember(mem2)}, want: Folded{}},
+		{name: "real server deleted, web written since", foreign: []model.Op{delRS(web, rs1)},
+			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
+		{name: "real server deleted, dns written since", foreign: []model.Op{delRS(web, rs1)},
+			during: []model.Op{delRS(dns, rs3)}, want: Folded{Drifted: 1}, scope: webOnly},
+		{name: "address unbound, bound again since", foreign: []model.Op{unbind(vip2)}, during: []model.Op{bind(vip2)}, want: Folded{}},
+		{name: "member removed, added again since", foreign: []model.Op{delMember(mem2)}, during: []model.Op{addMember(mem2)}, want: Folded{}},
 		{name: "scan, nothing", scan: true, want: Folded{}},
-		{name: "scan, web written since", scan: true, during: []plan.Op{delRS(web, rs2), delMember(mem)}, want: Folded{}},
-		{name: "scan, real server deleted", scan: true, foreign: []plan.Op{delRS(dns, rs3)}, want: Folded{Whole: true}},
-		{name: "scan, member removed", scan: true, foreign: []plan.Op{delMember(mem2)}, want: Folded{Whole: true}},
-		{name: "scan, address unbound", scan: true, foreign: []plan.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
-		{name: "scan, real server deleted, web written since", scan: true, foreign: []plan.Op{delRS(web, rs1)},
-			during: []plan.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
+		{name: "scan, web written since", scan: true, during: []model.Op{delRS(web, rs2), delMember(mem)}, want: Folded{}},
+		{name: "scan, real server deleted", scan: true, foreign: []model.Op{delRS(dns, rs3)}, want: Folded{Whole: true}},
+		{name: "scan, member removed", scan: true, foreign: []model.Op{delMember(mem2)}, want: Folded{Whole: true}},
+		{name: "scan, address unbound", scan: true, foreign: []model.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
+		{name: "scan, real server deleted, web written since", scan: true, foreign: []model.Op{delRS(web, rs1)},
+			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKernel(t, base()...)

@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
 // Revision counts the cache's writes. Every write to a key (a virtual
@@ -77,7 +76,7 @@ func (r *revisions) load() {
 }
 
 // touch gives the keys op writes the next revision.
-func (r *revisions) touch(op plan.Op) {
+func (r *revisions) touch(op model.Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.now++
@@ -85,9 +84,9 @@ func (r *revisions) touch(op plan.Op) {
 		return
 	}
 	switch op.Kind {
-	case plan.BindAddr, plan.UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 		r.moved.addrs[op.Addr] = r.now
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		r.moved.sets[op.Entry] = r.now
 	default:
 		r.moved.vs[op.VS.Key] = r.now

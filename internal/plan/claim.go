@@ -78,7 +78,7 @@ func (r Refusal) String() string {
 // its set members on both sides (so they are neither added nor deleted)
 // and its address. It is here, in the pure diff, so that every caller
 // (sync, drift, cleanup) and the fuzz tests see one rule.
-func Plan(desired, observed model.State, owner Owner) ([]Op, []Refusal) {
+func Plan(desired, observed model.State, owner Owner) ([]model.Op, []Refusal) {
 	desired, observed, refused := owner.refuse(desired, observed)
 	return diff(desired, observed, owner), refused
 }
@@ -296,7 +296,7 @@ func FrontendOf(e model.SetEntry) (model.VSKey, bool) {
 }
 
 // A Pass makes one part of a plan when it is called.
-type Pass func() []Op
+type Pass func() []model.Op
 
 // Staged is Plan cut into passes, in apply order, each made only when it
 // is called: applied one after another, a cold start holds one pass's
@@ -307,43 +307,43 @@ type Pass func() []Op
 // applies the passes to the state it planned from passes a copy.
 func Staged(desired, observed model.State, owner Owner) ([]Pass, []Refusal) {
 	desired, observed, refused := owner.refuse(desired, observed)
-	table := func(emit func(Op)) { diffTable(desired, observed, owner, emit) }
-	sets := func(emit func(Op)) { diffSets(desired.Sets, observed.Sets, emit) }
+	table := func(emit func(model.Op)) { diffTable(desired, observed, owner, emit) }
+	sets := func(emit func(model.Op)) { diffSets(desired.Sets, observed.Sets, emit) }
 	// The table's walk makes the operations on virtual servers, real
 	// servers and VIPs, the sets' walk the members; each pass keeps the
 	// stages between two of the other walk's.
 	return []Pass{
 		stagePass(sets, -1, -1), // the frontends' ownership records
-		stagePass(table, int(AddService), int(UpdateReal)),
-		stagePass(sets, int(AddSetEntry), int(AddSetEntry)),
-		stagePass(table, int(BindAddr), int(UnbindAddr)),
-		stagePass(sets, int(DeleteSetEntry), int(DeleteSetEntry)),
+		stagePass(table, int(model.AddService), int(model.UpdateReal)),
+		stagePass(sets, int(model.AddSetEntry), int(model.AddSetEntry)),
+		stagePass(table, int(model.BindAddr), int(model.UnbindAddr)),
+		stagePass(sets, int(model.DeleteSetEntry), int(model.DeleteSetEntry)),
 	}, refused
 }
 
 // stagePass is the pass of the operations walk makes whose stage is from
 // first to last, sorted. The walk runs twice, counting and then filling,
 // so the pass is held once, in a slice of its size.
-func stagePass(walk func(emit func(Op)), first, last int) Pass {
-	return func() []Op {
-		keep := func(o Op) bool {
-			if o.Kind != AddSetEntry { // its stage is its Kind's
+func stagePass(walk func(emit func(model.Op)), first, last int) Pass {
+	return func() []model.Op {
+		keep := func(o model.Op) bool {
+			if o.Kind != model.AddSetEntry { // its stage is its kind's
 				return int(o.Kind) >= first && int(o.Kind) <= last
 			}
-			if first > int(AddSetEntry) { // no member's add is of the pass: name no set
+			if first > int(model.AddSetEntry) { // no member's add is of the pass: name no set
 				return false
 			}
 			s := stage(o)
 			return s >= first && s <= last
 		}
 		n := 0
-		walk(func(o Op) {
+		walk(func(o model.Op) {
 			if keep(o) {
 				n++
 			}
 		})
-		ops := make([]Op, 0, n)
-		walk(func(o Op) {
+		ops := make([]model.Op, 0, n)
+		walk(func(o model.Op) {
 			if keep(o) {
 				ops = append(ops, o)
 			}

@@ -13,7 +13,7 @@ import (
 // only when owner says they are ours; desired frontends that are not ours
 // to make are refused (see Plan). Real servers of a desired virtual server
 // are all ours: the service is.
-func Diff(desired, observed model.State, owner Owner) []Op {
+func Diff(desired, observed model.State, owner Owner) []model.Op {
 	ops, _ := Plan(desired, observed, owner)
 	return ops
 }
@@ -25,10 +25,10 @@ func Diff(desired, observed model.State, owner Owner) []Op {
 // are walked side by side when they are large (a cold start's 110,000
 // servers and 130,000 members took 7 CPU-s in the VM, one after the
 // other), each filling its own part of the slice.
-func diff(desired, observed model.State, owner Owner) []Op {
-	parts := [...]func(emit func(Op)){
-		func(emit func(Op)) { diffTable(desired, observed, owner, emit) },
-		func(emit func(Op)) { diffSets(desired.Sets, observed.Sets, emit) },
+func diff(desired, observed model.State, owner Owner) []model.Op {
+	parts := [...]func(emit func(model.Op)){
+		func(emit func(model.Op)) { diffTable(desired, observed, owner, emit) },
+		func(emit func(model.Op)) { diffSets(desired.Sets, observed.Sets, emit) },
 	}
 	each := func(f func(i int)) {
 		for i := range parts {
@@ -39,8 +39,8 @@ func diff(desired, observed model.State, owner Owner) []Op {
 		each = func(f func(i int)) { workers.Each(len(parts), 1, f) }
 	}
 	var count [len(parts)]int
-	each(func(i int) { parts[i](func(Op) { count[i]++ }) })
-	ops := make([]Op, count[0]+count[1])
+	each(func(i int) { parts[i](func(model.Op) { count[i]++ }) })
+	ops := make([]model.Op, count[0]+count[1])
 	each(func(i int) {
 		// Each part fills its own region; the states do not change between
 		// the walks, so a walk emits what it counted (one more would index
@@ -49,7 +49,7 @@ func diff(desired, observed model.State, owner Owner) []Op {
 		if i == 1 {
 			region = ops[count[0]:]
 		}
-		parts[i](func(op Op) { region[j] = op; j++ })
+		parts[i](func(op model.Op) { region[j] = op; j++ })
 	})
 	Sort(ops)
 	return ops
@@ -57,65 +57,65 @@ func diff(desired, observed model.State, owner Owner) []Op {
 
 // diffTable emits the operations on virtual servers, real servers and
 // VIPs.
-func diffTable(desired, observed model.State, owner Owner, emit func(Op)) {
+func diffTable(desired, observed model.State, owner Owner, emit func(model.Op)) {
 	for k, want := range desired.Services {
 		diffService(want, observed.Services[k], emit)
 	}
 	for k := range observed.Services {
 		if _, ok := desired.Services[k]; !ok && owner.OwnsService(k) {
-			emit(Op{Kind: DeleteService, VS: model.VirtualServer{Key: k}})
+			emit(model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: k}})
 		}
 	}
 	for a := range desired.Addrs {
 		if _, ok := observed.Addrs[a]; !ok {
-			emit(Op{Kind: BindAddr, Addr: a})
+			emit(model.Op{Kind: model.BindAddr, Addr: a})
 		}
 	}
 	for a := range observed.Addrs {
 		if _, ok := desired.Addrs[a]; !ok && owner.OwnsAddr(a) {
-			emit(Op{Kind: UnbindAddr, Addr: a})
+			emit(model.Op{Kind: model.UnbindAddr, Addr: a})
 		}
 	}
 }
 
 // diffService compares one desired service with what is there (nil: absent).
-func diffService(want, have *model.Service, emit func(Op)) {
+func diffService(want, have *model.Service, emit func(model.Op)) {
 	if have == nil {
-		emit(Op{Kind: AddService, VS: want.VirtualServer})
+		emit(model.Op{Kind: model.AddService, VS: want.VirtualServer})
 		for _, rs := range want.Reals.All() {
-			emit(Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
+			emit(model.Op{Kind: model.AddReal, VS: want.VirtualServer, RS: rs})
 		}
 		return
 	}
 	if !want.VirtualServer.Equal(have.VirtualServer) {
-		emit(Op{Kind: UpdateService, VS: want.VirtualServer})
+		emit(model.Op{Kind: model.UpdateService, VS: want.VirtualServer})
 	}
 	for _, rs := range have.Reals.All() {
 		if !want.Reals.Has(rs.Addr) {
-			emit(Op{Kind: DeleteReal, VS: want.VirtualServer, RS: rs})
+			emit(model.Op{Kind: model.DeleteReal, VS: want.VirtualServer, RS: rs})
 		}
 	}
 	for _, rs := range want.Reals.All() {
 		switch old, ok := have.Reals.Get(rs.Addr); {
 		case !ok:
-			emit(Op{Kind: AddReal, VS: want.VirtualServer, RS: rs})
+			emit(model.Op{Kind: model.AddReal, VS: want.VirtualServer, RS: rs})
 		case old != rs:
-			emit(Op{Kind: UpdateReal, VS: want.VirtualServer, RS: rs})
+			emit(model.Op{Kind: model.UpdateReal, VS: want.VirtualServer, RS: rs})
 		}
 	}
 }
 
 // diffSets adds and removes set members. Every observed member is ours:
 // only the shim's own sets are ever read.
-func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
+func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(model.Op)) {
 	for e := range desired {
 		if _, ok := observed[e]; !ok {
-			emit(Op{Kind: AddSetEntry, Entry: e})
+			emit(model.Op{Kind: model.AddSetEntry, Entry: e})
 		}
 	}
 	for e := range observed {
 		if _, ok := desired[e]; !ok {
-			emit(Op{Kind: DeleteSetEntry, Entry: e})
+			emit(model.Op{Kind: model.DeleteSetEntry, Entry: e})
 		}
 	}
 }
@@ -129,7 +129,7 @@ func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
 // A cold start sorts 250,000 operations at 10,000 Services, before the
 // first reaches the kernel (issue 12): the operations are first counted
 // into buckets of one stage and rank (every operation of a bucket is of one
-// Kind), and each bucket is sorted by what names that Kind's subject alone.
+// kind), and each bucket is sorted by what names that kind's subject alone.
 // Each operation's stage and rank are worked out once, not at every
 // comparison (they parse set names), and operations are moved once, not
 // at every swap, and in place.
@@ -138,7 +138,7 @@ func diffSets(desired, observed map[model.SetEntry]struct{}, emit func(Op)) {
 // CPUs but one, workers.Each): a cold start's real servers and set members
 // are two buckets of 100,000 and more, and sorting them one after the
 // other was 4 CPU-s of the first sync in the VM.
-func Sort(ops []Op) {
+func Sort(ops []model.Op) {
 	order := bucketed(ops)
 	sortPart := func(i int) {
 		b := order.buckets[i]
@@ -169,15 +169,15 @@ type sortBuckets struct {
 	buckets []struct{ from, to int }
 }
 
-// Stages run from -1 (a frontend's record) to the last Kind, ranks 0 to 2.
+// Stages run from -1 (a frontend's record) to the last kind, ranks 0 to 2.
 const (
-	stageCount = int(DeleteSetEntry) + 2
+	stageCount = int(model.DeleteSetEntry) + 2
 	rankCount  = 3
 )
 
 // bucketed counts the operations into their buckets (a counting sort: two
 // passes, no comparison).
-func bucketed(ops []Op) sortBuckets {
+func bucketed(ops []model.Op) sortBuckets {
 	of := make([]uint8, len(ops))
 	var count [stageCount * rankCount]int
 	for i := range ops {
@@ -202,12 +202,12 @@ func bucketed(ops []Op) sortBuckets {
 	return out
 }
 
-// compareFor orders operations of one Kind by their subjects.
-func compareFor(ops []Op, k Kind) func(x, y int32) int {
+// compareFor orders operations of one kind by their subjects.
+func compareFor(ops []model.Op, k model.OpKind) func(x, y int32) int {
 	switch k {
-	case AddService, UpdateService, DeleteService:
+	case model.AddService, model.UpdateService, model.DeleteService:
 		return func(x, y int32) int { return ops[x].VS.Key.Compare(ops[y].VS.Key) }
-	case AddReal, UpdateReal, DeleteReal:
+	case model.AddReal, model.UpdateReal, model.DeleteReal:
 		return func(x, y int32) int {
 			a, b := &ops[x], &ops[y]
 			if c := a.VS.Key.Compare(b.VS.Key); c != 0 {
@@ -215,7 +215,7 @@ func compareFor(ops []Op, k Kind) func(x, y int32) int {
 			}
 			return a.RS.Addr.Compare(b.RS.Addr)
 		}
-	case BindAddr, UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 		return func(x, y int32) int { return ops[x].Addr.Compare(ops[y].Addr) }
 	}
 	return func(x, y int32) int { return ops[x].Entry.Compare(ops[y].Entry) }
@@ -226,7 +226,7 @@ func compareFor(ops []Op, k Kind) func(x, y int32) int {
 // marks a place filled (from must return a negative number for it after).
 // A sorted copy would double what a cold start's plan holds at its peak:
 // 250,000 operations are 60 MB at 10,000 Services (issue 12).
-func permute(ops []Op, from func(int) int, done func(int)) {
+func permute(ops []model.Op, from func(int) int, done func(int)) {
 	for start := range ops {
 		if from(start) < 0 {
 			continue
@@ -244,14 +244,14 @@ func permute(ops []Op, from func(int) int, done func(int)) {
 	}
 }
 
-// stage is an operation's place in apply order: its Kind's, except that a
+// stage is an operation's place in apply order: its kind's, except that a
 // frontend's ownership record is added first, before the virtual server it
 // records is created (its removal, like every member's, comes last, after
 // the virtual server is deleted).
-func stage(o Op) int {
+func stage(o model.Op) int {
 	// Ownership records go before anything: a LocalSources member is
 	// the record of its firewall-mark virtual server.
-	if o.Kind == AddSetEntry && (shim.KindOf(o.Entry) == shim.Frontends || shim.KindOf(o.Entry) == shim.LocalSources) {
+	if o.Kind == model.AddSetEntry && (shim.KindOf(o.Entry) == shim.Frontends || shim.KindOf(o.Entry) == shim.LocalSources) {
 		return -1
 	}
 	return int(o.Kind)
@@ -263,13 +263,13 @@ func stage(o Op) int {
 // member is removed before its ranges. A VIPs member goes after every
 // other: while its address is still bound (its unbind failed), its ports
 // stay closed to host sockets.
-func entryRank(o Op) int {
+func entryRank(o model.Op) int {
 	switch kind := shim.KindOf(o.Entry); {
-	case o.Kind == AddSetEntry && kind == shim.SourceRanges:
+	case o.Kind == model.AddSetEntry && kind == shim.SourceRanges:
 		return 0
-	case o.Kind == DeleteSetEntry && kind == shim.Firewall:
+	case o.Kind == model.DeleteSetEntry && kind == shim.Firewall:
 		return 0
-	case o.Kind == DeleteSetEntry && kind == shim.VIPs:
+	case o.Kind == model.DeleteSetEntry && kind == shim.VIPs:
 		return 2
 	}
 	return 1

@@ -52,7 +52,7 @@ func testOwner(observed model.State) Owner {
 	return NewOwner(observed, []netip.Addr{node1}, testPolicy)
 }
 
-func render(ops []Op) string {
+func render(ops []model.Op) string {
 	var b strings.Builder
 	for _, o := range ops {
 		b.WriteString(o.String() + "\n")
@@ -376,19 +376,19 @@ func TestLargeDiffIsSequentialDiff(t *testing.T) {
 	}
 	owner := testOwner(observed)
 	got := diff(desired, observed, owner)
-	var want []Op
-	diffTable(desired, observed, owner, func(op Op) { want = append(want, op) })
-	diffSets(desired.Sets, observed.Sets, func(op Op) { want = append(want, op) })
+	var want []model.Op
+	diffTable(desired, observed, owner, func(op model.Op) { want = append(want, op) })
+	diffSets(desired.Sets, observed.Sets, func(op model.Op) { want = append(want, op) })
 	Sort(want)
 	if len(got) != len(want) || render(got) != render(want) {
 		t.Fatalf("parallel diff: %d operations, want %d", len(got), len(want))
 	}
 	checkStaged(t, desired, observed, owner, got)
-	kinds := map[Kind]bool{}
+	kinds := map[model.OpKind]bool{}
 	for _, op := range got {
 		kinds[op.Kind] = true
 	}
-	for _, k := range []Kind{AddService, UpdateService, AddReal, UpdateReal, BindAddr, AddSetEntry, DeleteSetEntry} {
+	for _, k := range []model.OpKind{model.AddService, model.UpdateService, model.AddReal, model.UpdateReal, model.BindAddr, model.AddSetEntry, model.DeleteSetEntry} {
 		if !kinds[k] {
 			t.Errorf("no %v in the diff: the case does not cover it", k)
 		}

@@ -331,47 +331,47 @@ func bindable(a netip.Addr, observed model.State, owner Owner) bool {
 // one on a virtual server or frontend not ours, never a delete or an
 // unbind inside the excluded CIDRs of what we did not record, never a
 // bind of an address that carries a virtual server not ours.
-func checkOps(t *testing.T, ops []Op, observed model.State, owner Owner) {
+func checkOps(t *testing.T, ops []model.Op, observed model.State, owner Owner) {
 	t.Helper()
 	for _, op := range ops {
 		k := op.VS.Key
-		if op.Kind == AddSetEntry || op.Kind == DeleteSetEntry {
+		if op.Kind == model.AddSetEntry || op.Kind == model.DeleteSetEntry {
 			k = entryKey(op.Entry)
 		}
 		if _, ok := observed.Services[k]; ok && k.Addr.IsValid() && !oracleClaims(k, observed, owner) {
 			t.Fatalf("%s: an operation on a virtual server not ours", op)
 		}
 		switch {
-		case op.Kind == DeleteService && !oracleOwns(k, observed, owner):
+		case op.Kind == model.DeleteService && !oracleOwns(k, observed, owner):
 			t.Fatalf("%s: deletes a virtual server not ours", op)
-		case op.Kind == DeleteService && oracleExcluded(k.Addr) && !oracleRecorded(k, observed):
+		case op.Kind == model.DeleteService && oracleExcluded(k.Addr) && !oracleRecorded(k, observed):
 			t.Fatalf("%s: deletes a virtual server inside the excluded CIDRs that we did not record", op)
-		case op.Kind == UnbindAddr && !oracleOwnsAddr(op.Addr, observed):
+		case op.Kind == model.UnbindAddr && !oracleOwnsAddr(op.Addr, observed):
 			t.Fatalf("%s: unbinds an address inside the excluded CIDRs that we did not record", op)
 		}
-		if op.Kind == BindAddr && foreignAddr(op.Addr, observed, owner) {
+		if op.Kind == model.BindAddr && foreignAddr(op.Addr, observed, owner) {
 			t.Fatalf("%s: binds an address that carries a virtual server not ours", op)
 		}
 		// No plan binds or guards a host, Node, API-server or pod-CIDR
 		// address, nor serves a frontend there but a NodePort.
 		switch {
-		case op.Kind == BindAddr && reservedAddr(op.Addr, owner):
+		case op.Kind == model.BindAddr && reservedAddr(op.Addr, owner):
 			t.Fatalf("%s: binds a reserved address", op)
-		case op.Kind == AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && reservedAddr(op.Entry.Addr(), owner):
+		case op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && reservedAddr(op.Entry.Addr(), owner):
 			t.Fatalf("%s: guards a reserved address as a VIP", op)
-		case op.Kind == AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && claimsReserved(entryKey(op.Entry), owner):
+		case op.Kind == model.AddSetEntry && shim.KindOf(op.Entry).NamesFrontend() && claimsReserved(entryKey(op.Entry), owner):
 			t.Fatalf("%s: records a frontend on a reserved address", op)
-		case (op.Kind == AddService || op.Kind == UpdateService || op.Kind == AddReal) && claimsReserved(op.VS.Key, owner):
+		case (op.Kind == model.AddService || op.Kind == model.UpdateService || op.Kind == model.AddReal) && claimsReserved(op.VS.Key, owner):
 			t.Fatalf("%s: serves a frontend on a reserved address", op)
 		}
 	}
 }
 
 // checkBound: every address the diff bound carries a virtual server it wanted.
-func checkBound(t *testing.T, ops []Op, desired, got model.State) {
+func checkBound(t *testing.T, ops []model.Op, desired, got model.State) {
 	t.Helper()
 	for _, op := range ops {
-		if op.Kind != BindAddr {
+		if op.Kind != model.BindAddr {
 			continue
 		}
 		found := false
@@ -427,10 +427,10 @@ func FuzzDiff(f *testing.F) {
 }
 
 // checkStaged: the passes of Staged, laid end to end, are the plan.
-func checkStaged(t *testing.T, desired, observed model.State, owner Owner, want []Op) {
+func checkStaged(t *testing.T, desired, observed model.State, owner Owner, want []model.Op) {
 	t.Helper()
 	passes, _ := Staged(desired, observed, owner)
-	var got []Op
+	var got []model.Op
 	for _, pass := range passes {
 		got = append(got, pass()...)
 	}

@@ -17,18 +17,18 @@ import (
 // permutes them in place, cycle by cycle) yields the one order, holding
 // every operation once.
 func TestSortIsOneOrder(t *testing.T) {
-	var ops []Op
+	var ops []model.Op
 	for i := range 200 {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
 		k := model.NewVSKey(model.TCP, vip, 80)
 		ops = append(ops,
-			Op{Kind: AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}},
-			Op{Kind: BindAddr, Addr: vip},
-			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.Frontends, vip, model.TCP, 80)},
-			Op{Kind: DeleteSetEntry, Entry: shim.Entry(shim.NoEndpoints, vip, model.TCP, 80)},
+			model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}},
+			model.Op{Kind: model.BindAddr, Addr: vip},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.Frontends, vip, model.TCP, 80)},
+			model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.NoEndpoints, vip, model.TCP, 80)},
 		)
 		for e := range i % 4 {
-			ops = append(ops, Op{Kind: AddReal, VS: model.VirtualServer{Key: k},
+			ops = append(ops, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k},
 				RS: rs(fmt.Sprintf("10.244.%d.%d:8080", e, i%250+1), 1)})
 		}
 	}
@@ -54,7 +54,7 @@ func TestSortIsOneOrder(t *testing.T) {
 }
 
 // sameOps tells whether a and b hold the same operations, as many times each.
-func sameOps(a, b []Op) bool {
+func sameOps(a, b []model.Op) bool {
 	count := map[string]int{}
 	for _, o := range a {
 		count[o.String()]++
@@ -87,19 +87,19 @@ func testSortIsListingOrder(t *testing.T, n int) {
 		vip := netip.AddrFrom4([4]byte{10, 97, 0, byte(i + 1)})
 		k := model.NewVSKey(model.UDP, vip, 53)
 		ops = append(ops,
-			Op{Kind: UpdateService, VS: model.VirtualServer{Key: k, Scheduler: "lc"}},
-			Op{Kind: DeleteService, VS: model.VirtualServer{Key: model.NewVSKey(model.TCP, vip, 53)}},
-			Op{Kind: UpdateReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.9.%d:53", i+1), 0)},
-			Op{Kind: DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.8.%d:53", i+1), 1)},
-			Op{Kind: UnbindAddr, Addr: netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)})},
-			Op{Kind: AddSetEntry, Entry: shim.SourceRangeEntry(vip, model.UDP, 53, netip.MustParsePrefix(fmt.Sprintf("192.0.%d.0/24", i)))},
-			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.UDP, 53)},
-			Op{Kind: DeleteSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.TCP, 53)},
-			Op{Kind: DeleteSetEntry, Entry: shim.VIPEntry(netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)}))},
+			model.Op{Kind: model.UpdateService, VS: model.VirtualServer{Key: k, Scheduler: "lc"}},
+			model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: model.NewVSKey(model.TCP, vip, 53)}},
+			model.Op{Kind: model.UpdateReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.9.%d:53", i+1), 0)},
+			model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: k}, RS: rs(fmt.Sprintf("10.244.8.%d:53", i+1), 1)},
+			model.Op{Kind: model.UnbindAddr, Addr: netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)})},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.SourceRangeEntry(vip, model.UDP, 53, netip.MustParsePrefix(fmt.Sprintf("192.0.%d.0/24", i)))},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.UDP, 53)},
+			model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.Firewall, vip, model.TCP, 53)},
+			model.Op{Kind: model.DeleteSetEntry, Entry: shim.VIPEntry(netip.AddrFrom4([4]byte{10, 98, 0, byte(i + 1)}))},
 		)
 	}
 	want := slices.Clone(ops)
-	slices.SortFunc(want, func(a, b Op) int {
+	slices.SortFunc(want, func(a, b model.Op) int {
 		for _, c := range []int{
 			cmp.Compare(stage(a), stage(b)), a.VS.Key.Compare(b.VS.Key), a.RS.Addr.Compare(b.RS.Addr),
 			a.Addr.Compare(b.Addr), cmp.Compare(entryRank(a), entryRank(b)), a.Entry.Compare(b.Entry),
@@ -123,23 +123,23 @@ func testSortIsListingOrder(t *testing.T, n int) {
 // coldPlan is what a cold start of n ClusterIP Services × 10 endpoints
 // plans: a virtual server, ten reals, the VIP and the set members each
 // (25 operations a Service).
-func coldPlan(n int) []Op {
-	var ops []Op
+func coldPlan(n int) []model.Op {
+	var ops []model.Op
 	for i := range n {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
 		k := model.NewVSKey(model.TCP, vip, 80)
 		ops = append(ops,
-			Op{Kind: AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}},
-			Op{Kind: BindAddr, Addr: vip},
-			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.Frontends, vip, model.TCP, 80)},
-			Op{Kind: AddSetEntry, Entry: shim.Entry(shim.ClusterIP, vip, model.TCP, 80)},
-			Op{Kind: AddSetEntry, Entry: shim.VIPEntry(vip)},
+			model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}},
+			model.Op{Kind: model.BindAddr, Addr: vip},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.Frontends, vip, model.TCP, 80)},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.ClusterIP, vip, model.TCP, 80)},
+			model.Op{Kind: model.AddSetEntry, Entry: shim.VIPEntry(vip)},
 		)
 		for e := range 10 {
 			ep := netip.AddrFrom4([4]byte{byte(128 + e), byte(i / 250), byte(i % 250), 1})
 			ops = append(ops,
-				Op{Kind: AddReal, VS: model.VirtualServer{Key: k}, RS: model.RealServer{Addr: netip.AddrPortFrom(ep, 8080), Weight: 1}},
-				Op{Kind: AddSetEntry, Entry: shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(ep, 8080))})
+				model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k}, RS: model.RealServer{Addr: netip.AddrPortFrom(ep, 8080), Weight: 1}},
+				model.Op{Kind: model.AddSetEntry, Entry: shim.LoopBackEntry(model.TCP, netip.AddrPortFrom(ep, 8080))})
 		}
 	}
 	return ops
@@ -150,7 +150,7 @@ func coldPlan(n int) []Op {
 func BenchmarkSortColdStart(b *testing.B) {
 	ops := coldPlan(10000)
 	rand.New(rand.NewPCG(5, 6)).Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
-	work := make([]Op, len(ops))
+	work := make([]model.Op, len(ops))
 	for b.Loop() {
 		copy(work, ops)
 		Sort(work)

@@ -55,11 +55,11 @@ import (
 // The operations of a failing Service, or of no Service, whose retry is
 // not due at now are held back as if they had failed (backsOff), without
 // being sent: a full sync keeps their backoff too.
-func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []plan.Op) {
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []model.Op) {
 	d := r.desired.state
 	r.obs.Reserve(len(d.Services), len(d.Addrs), len(d.Sets))
 	a := newApplier(r, now)
-	var ops []plan.Op
+	var ops []model.Op
 	for i, pass := range passes {
 		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
 		ops = pass()
@@ -87,8 +87,8 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Tim
 
 // applyPass applies one pass in batches. It returns how many of its
 // operations were not tried because ctx ended (0: all were).
-func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
-	batch := make([]plan.Op, 0, min(len(ops), maxBatch))
+func (a *applier) applyPass(ctx context.Context, ops []model.Op) int {
+	batch := make([]model.Op, 0, min(len(ops), maxBatch))
 	for i := 0; i <= len(ops); i++ {
 		if len(batch) > 0 && (i == len(ops) || !sameBatch(batch[0], ops[i]) || len(batch) == maxBatch) {
 			if n := a.send(ctx, batch); n > 0 {
@@ -114,11 +114,11 @@ func (a *applier) applyPass(ctx context.Context, ops []plan.Op) int {
 const maxBatch = 1024
 
 // sameBatch tells whether b may go in the batch that a opened.
-func sameBatch(a, b plan.Op) bool {
+func sameBatch(a, b model.Op) bool {
 	if a.Kind != b.Kind {
 		return false
 	}
-	return (a.Kind != plan.AddSetEntry && a.Kind != plan.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
+	return (a.Kind != model.AddSetEntry && a.Kind != model.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
 }
 
 // applier is one apply's bookkeeping of what failed and what that holds back.
@@ -133,7 +133,6 @@ type applier struct {
 	// virtual servers that could not be created, whose record could not be
 	// written, or that turned out to be someone else's
 	missing, unrecorded, taken map[model.VSKey]bool
-	changes                    []dataplane.Change
 	// now is the sync's time, against which retries are due.
 	now time.Time
 }
@@ -146,29 +145,29 @@ func newApplier(r *Reconciler, now time.Time) *applier {
 
 // held tells whether an earlier failure holds op back (see apply). An
 // unrecorded frontend's server and reals count as not made.
-func (a *applier) held(ctx context.Context, op plan.Op) bool {
+func (a *applier) held(ctx context.Context, op model.Op) bool {
 	if a.r.backsOff(op, a.now) {
 		a.failed(ctx, op, errBackingOff)
 		return true
 	}
 	switch {
-	case (op.Kind == plan.BindAddr || op.Kind == plan.UnbindAddr) && a.holdAddr[op.Addr]:
+	case (op.Kind == model.BindAddr || op.Kind == model.UnbindAddr) && a.holdAddr[op.Addr]:
 		return true
-	case op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
+	case op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
 		// A VIPs member follows its address's bind: held with it.
 		return true
-	case (op.Kind == plan.AddService || op.Kind == plan.AddReal) && a.unrecorded[op.VS.Key]:
+	case (op.Kind == model.AddService || op.Kind == model.AddReal) && a.unrecorded[op.VS.Key]:
 		// Not made, as if its create had failed: no VIP, no reals, no
 		// members naming it.
 		a.holdAddr[op.VS.Key.Addr] = true
 		a.missing[op.VS.Key] = true
 		return true
-	case op.Kind == plan.DeleteSetEntry && a.kept[op.Entry.Addr()]:
+	case op.Kind == model.DeleteSetEntry && a.kept[op.Entry.Addr()]:
 		return true
-	case (op.Kind == plan.AddReal || op.Kind == plan.UpdateReal) && a.missing[op.VS.Key]:
+	case (op.Kind == model.AddReal || op.Kind == model.UpdateReal) && a.missing[op.VS.Key]:
 		return true
 	}
-	if k, ok := plan.FrontendOf(op.Entry); op.Kind == plan.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
+	if k, ok := plan.FrontendOf(op.Entry); op.Kind == model.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
 		return true
 	}
 	return false
@@ -176,12 +175,8 @@ func (a *applier) held(ctx context.Context, op plan.Op) bool {
 
 // send applies a batch and records each operation's result. It returns how
 // many were not tried because ctx ended (then apply stops).
-func (a *applier) send(ctx context.Context, batch []plan.Op) int {
-	a.changes = a.changes[:0]
-	for _, op := range batch {
-		a.changes = append(a.changes, changeOf(op))
-	}
-	errs := a.r.opt.Dataplane.Apply(ctx, a.changes)
+func (a *applier) send(ctx context.Context, batch []model.Op) int {
+	errs := a.r.opt.Dataplane.Apply(ctx, batch)
 	notTried, failed := 0, 0
 	for i, op := range batch {
 		switch {
@@ -199,7 +194,7 @@ func (a *applier) send(ctx context.Context, batch []plan.Op) int {
 
 // record notes one applied operation in the observed cache, and what its
 // failure holds back.
-func (a *applier) record(ctx context.Context, op plan.Op, e error) {
+func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	r := a.r
 	a.out.attempted++
 	if e != nil {
@@ -214,9 +209,9 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 		ce.Write(zap.Stringer("op", op))
 	}
 	switch op.Kind {
-	case plan.AddService:
+	case model.AddService:
 		r.made[op.VS.Key] = struct{}{}
-	case plan.DeleteService:
+	case model.DeleteService:
 		delete(r.made, op.VS.Key)
 	}
 	r.noteStale(op)
@@ -224,29 +219,29 @@ func (a *applier) record(ctx context.Context, op plan.Op, e error) {
 }
 
 // failed notes what a failed operation holds back.
-func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
-	if op.Kind == plan.AddService || op.Kind == plan.DeleteService {
+func (a *applier) failed(ctx context.Context, op model.Op, e error) {
+	if op.Kind == model.AddService || op.Kind == model.DeleteService {
 		a.holdAddr[op.VS.Key.Addr] = true
 	}
-	if op.Kind == plan.AddService {
+	if op.Kind == model.AddService {
 		a.missing[op.VS.Key] = true
 	}
-	if op.Kind == plan.DeleteService {
+	if op.Kind == model.DeleteService {
 		a.kept[op.VS.Key.Addr] = true
 	}
-	if op.Kind == plan.UnbindAddr {
+	if op.Kind == model.UnbindAddr {
 		// Still bound: its members stay, the VIPs one above all, or the
 		// address would answer on every port a host socket listens on.
 		a.kept[op.Addr] = true
 	}
-	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
+	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
 		a.holdAddr[op.Entry.Addr()] = true
 	}
-	if op.Kind == plan.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
+	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
 		k, _ := plan.FrontendOf(op.Entry)
 		a.unrecorded[k] = true
 	}
-	if op.Kind == plan.AddService && errors.Is(e, dataplane.ErrExist) {
+	if op.Kind == model.AddService && errors.Is(e, dataplane.ErrExist) {
 		a.taken[op.VS.Key] = true
 		a.r.withdrawRecord(ctx, op.VS.Key)
 	}
@@ -256,7 +251,7 @@ func (a *applier) failed(ctx context.Context, op plan.Op, e error) {
 // turned out to be someone else's. A failure is logged: the next full sync
 // reads the kernel again.
 func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
-	op := plan.Op{Kind: plan.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
+	op := model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
 	if !r.obs.HasMember(op.Entry) {
 		return
 	}
@@ -268,35 +263,7 @@ func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 	r.obs.Apply(op, nil)
 }
 
-// changeOf is an operation as the dataplane takes it.
-func changeOf(op plan.Op) dataplane.Change {
-	c := dataplane.Change{VS: op.VS, RS: op.RS, Addr: op.Addr, Entry: op.Entry}
-	switch op.Kind {
-	case plan.AddService:
-		c.Kind = dataplane.ChangeAddService
-	case plan.UpdateService:
-		c.Kind = dataplane.ChangeUpdateService
-	case plan.AddReal:
-		c.Kind = dataplane.ChangeAddReal
-	case plan.UpdateReal:
-		c.Kind = dataplane.ChangeUpdateReal
-	case plan.DeleteReal:
-		c.Kind = dataplane.ChangeDeleteReal
-	case plan.DeleteService:
-		c.Kind = dataplane.ChangeDeleteService
-	case plan.BindAddr:
-		c.Kind = dataplane.ChangeAddAddr
-	case plan.UnbindAddr:
-		c.Kind = dataplane.ChangeDeleteAddr
-	case plan.AddSetEntry:
-		c.Kind = dataplane.ChangeAddSetEntry
-	case plan.DeleteSetEntry:
-		c.Kind = dataplane.ChangeDeleteSetEntry
-	}
-	return c
-}
-
 // applyOp sends one operation to the dataplane.
-func applyOp(ctx context.Context, dp dataplane.Dataplane, op plan.Op) error {
-	return dataplane.ApplyOne(ctx, dp, changeOf(op))
+func applyOp(ctx context.Context, dp dataplane.Dataplane, op model.Op) error {
+	return dataplane.ApplyOne(ctx, dp, op)
 }

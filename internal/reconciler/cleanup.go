@@ -29,7 +29,7 @@ type CleanupOptions struct {
 // the link and the netfilter shim) and nothing else: the same ownership predicate as a sync
 // with nothing desired, so foreign services survive. It returns the
 // operations it applied.
-func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([]plan.Op, error) {
+func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([]model.Op, error) {
 	obs, err := dp.Observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("observe kernel state: %w", err)
@@ -41,9 +41,9 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 	})
 	ops := plan.Diff(model.NewState(), obs.State, owner)
 	var errs []error
-	var done []plan.Op
+	var done []model.Op
 	for _, op := range ops {
-		if op.Kind == plan.UnbindAddr || op.Kind == plan.DeleteSetEntry {
+		if op.Kind == model.UnbindAddr || op.Kind == model.DeleteSetEntry {
 			continue // the link and the sets go whole below
 		}
 		if err := applyOp(ctx, dp, op); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
@@ -78,19 +78,19 @@ func Cleanup(ctx context.Context, dp dataplane.Dataplane, opt CleanupOptions) ([
 // as ours: left behind they would be no one's. Every other virtual server,
 // the VIPs and the link stay, for a kube-proxy that already serves them
 // (`kube-ipvs cleanup --shim-only`). It returns the operations it applied.
-func CleanupShim(ctx context.Context, dp dataplane.Dataplane) ([]plan.Op, error) {
+func CleanupShim(ctx context.Context, dp dataplane.Dataplane) ([]model.Op, error) {
 	obs, err := dp.Observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("observe kernel state: %w", err)
 	}
 	owner := plan.NewOwner(obs.State, nil, plan.OwnerPolicy{Families: model.Families{IPv4: true, IPv6: true}})
 	var errs []error
-	var done []plan.Op
+	var done []model.Op
 	for _, k := range obs.State.SortedKeys() {
 		if k.FWMark == 0 || !owner.OwnsService(k) {
 			continue
 		}
-		op := plan.Op{Kind: plan.DeleteService, VS: obs.State.Services[k].VirtualServer}
+		op := model.Op{Kind: model.DeleteService, VS: obs.State.Services[k].VirtualServer}
 		if err := applyOp(ctx, dp, op); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("%s: %w", op, err))
 			continue

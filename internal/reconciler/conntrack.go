@@ -10,7 +10,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
@@ -54,12 +53,12 @@ func (c *staleConntrack) add(set map[netip.AddrPort]struct{}, k netip.AddrPort) 
 // noteStale records the cleanup an applied operation calls for: a removed UDP
 // real server, every real server of a removed UDP virtual server, and a
 // UDP frontend whose no-endpoints member went (its first endpoint).
-func (r *Reconciler) noteStale(op plan.Op) {
+func (r *Reconciler) noteStale(op model.Op) {
 	c := &r.stale
 	switch {
-	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteReal:
+	case op.VS.Key.Proto == model.UDP && op.Kind == model.DeleteReal:
 		c.add(c.reals, op.RS.Addr)
-	case op.VS.Key.Proto == model.UDP && op.Kind == plan.DeleteService:
+	case op.VS.Key.Proto == model.UDP && op.Kind == model.DeleteService:
 		if svc, ok := r.obs.Service(op.VS.Key); ok {
 			for _, rs := range svc.Reals.All() {
 				c.add(c.reals, rs.Addr)
@@ -72,9 +71,9 @@ func (r *Reconciler) noteStale(op plan.Op) {
 
 // firstEndpoint tells whether an applied operation means a UDP frontend
 // just got its first usable endpoint: its no-endpoints member went.
-func firstEndpoint(op plan.Op) bool {
+func firstEndpoint(op model.Op) bool {
 	e := op.Entry
-	return op.Kind == plan.DeleteSetEntry && e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
+	return op.Kind == model.DeleteSetEntry && e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
 }
 
 // clearConntrack deletes the stale UDP conntrack entries the syncs so far

@@ -52,7 +52,7 @@ type outcome struct {
 }
 
 // fail records a failed operation of name (zero: no Service claims it).
-func (o *outcome) fail(op plan.Op, err error, name model.ServiceName, owned bool) {
+func (o *outcome) fail(op model.Op, err error, name model.ServiceName, owned bool) {
 	o.failed++
 	err = fmt.Errorf("%s: %w", op, err)
 	o.errs = append(o.errs, err)
@@ -141,17 +141,17 @@ func joinCapped(errs []error) error {
 // Service's backoff never holds it (held, it would keep that address
 // bound and guarded until the retry), and its own failure is retried as
 // an operation of no Service, on its own key.
-func (r *Reconciler) serviceOf(op plan.Op) (model.ServiceName, bool) {
+func (r *Reconciler) serviceOf(op model.Op) (model.ServiceName, bool) {
 	k := op.VS.Key
 	switch op.Kind {
-	case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr, plan.DeleteSetEntry:
+	case model.DeleteReal, model.DeleteService, model.UnbindAddr, model.DeleteSetEntry:
 		return model.ServiceName{}, false
-	case plan.AddSetEntry:
+	case model.AddSetEntry:
 		var ok bool
 		if k, ok = plan.FrontendOf(op.Entry); !ok {
 			return model.ServiceName{}, false
 		}
-	case plan.BindAddr:
+	case model.BindAddr:
 		return model.ServiceName{}, false
 	}
 	name, ok := r.desired.owner[k]
@@ -179,11 +179,11 @@ type strayKey struct {
 }
 
 // strayOf is the strayKey of an operation.
-func strayOf(op plan.Op) strayKey {
+func strayOf(op model.Op) strayKey {
 	switch op.Kind {
-	case plan.BindAddr, plan.UnbindAddr:
+	case model.BindAddr, model.UnbindAddr:
 		return strayKey{addr: op.Addr}
-	case plan.AddSetEntry, plan.DeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		return strayKey{entry: op.Entry}
 	}
 	return strayKey{vs: op.VS.Key}
@@ -395,7 +395,7 @@ var errBackingOff = errors.New("backing off until its retry is due")
 
 // backsOff tells whether op belongs to a Service or is an operation of no
 // Service whose retry is not due.
-func (r *Reconciler) backsOff(op plan.Op, now time.Time) bool {
+func (r *Reconciler) backsOff(op model.Op, now time.Time) bool {
 	if name, ok := r.serviceOf(op); ok {
 		return r.holding[name]
 	}

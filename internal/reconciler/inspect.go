@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
@@ -15,7 +16,7 @@ import (
 // It compares the published View with its own read of the kernel (through
 // Options.Views), so it never waits for a sync; during a sync it may show
 // operations that sync is about to apply.
-func (r *Reconciler) Drift(ctx context.Context) ([]plan.Op, error) {
+func (r *Reconciler) Drift(ctx context.Context) ([]model.Op, error) {
 	v := r.View()
 	obs, err := r.views().Observe(ctx)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/snapshot"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -124,7 +123,7 @@ func (s *syncMetrics) synced(st Status) {
 // knownOps makes every operation kind show in the counters from the
 // start, at zero, so a dashboard's rate() has a series before the first one.
 func knownOps(m *metrics.Metrics) {
-	for k := plan.AddService; k <= plan.DeleteSetEntry; k++ {
+	for k := model.AddService; k <= model.DeleteSetEntry; k++ {
 		m.KnownOps(k.String())
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
-	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
@@ -42,7 +41,7 @@ func TestDriftOwnsFromTheFreshRead(t *testing.T) {
 	}
 }
 
-func render(ops []plan.Op) string {
+func render(ops []model.Op) string {
 	lines := make([]string, len(ops))
 	for i, op := range ops {
 		lines[i] = op.String()

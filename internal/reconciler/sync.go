@@ -173,7 +173,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool) ([]plan.
 	r.noteRefusals(scope, refused)
 	if !synced {
 		for i, pass := range passes {
-			passes[i] = func() []plan.Op { return withoutDeletes(pass()) }
+			passes[i] = func() []model.Op { return withoutDeletes(pass()) }
 		}
 	}
 	return passes, tried
@@ -191,7 +191,7 @@ func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pa
 		return plan.Staged(desired, model.NewState(), owner)
 	}
 	ops, refused := plan.Plan(desired, observed, owner)
-	return []plan.Pass{func() []plan.Op { return ops }}, refused
+	return []plan.Pass{func() []model.Op { return ops }}, refused
 }
 
 // finish records and logs a sync's outcome.
@@ -483,11 +483,11 @@ func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodeP
 
 // withoutDeletes drops every removal: until every source has synced, the
 // absence of an object proves nothing.
-func withoutDeletes(ops []plan.Op) []plan.Op {
+func withoutDeletes(ops []model.Op) []model.Op {
 	out := ops[:0:0]
 	for _, op := range ops {
 		switch op.Kind {
-		case plan.DeleteReal, plan.DeleteService, plan.UnbindAddr, plan.DeleteSetEntry:
+		case model.DeleteReal, model.DeleteService, model.UnbindAddr, model.DeleteSetEntry:
 			continue
 		}
 		out = append(out, op)

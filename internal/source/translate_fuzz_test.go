@@ -278,7 +278,7 @@ func checkPlan(t *testing.T, res translate.Result) {
 	after := observed.Clone()
 	for _, op := range ops {
 		switch op.Kind {
-		case plan.DeleteService, plan.DeleteReal, plan.UnbindAddr:
+		case model.DeleteService, model.DeleteReal, model.UnbindAddr:
 			for _, a := range []netip.Addr{op.VS.Key.Addr, op.Addr} {
 				if a.IsValid() && fuzzExclude.Contains(a) {
 					t.Fatalf("%s: a removal inside the excluded %s, of nothing ours", op, fuzzExclude)

@@ -23,14 +23,14 @@ var batchTests = []contractTest[dataplane.Dataplane]{
 
 // step is one change of a batch and the error it must fail with (nil: made).
 type step struct {
-	c    dataplane.Change
+	c    model.Op
 	want error
 }
 
 // applySteps applies the steps as one batch and checks each error.
 func applySteps(t *testing.T, ctx context.Context, dp dataplane.Dataplane, steps []step) {
 	t.Helper()
-	changes := make([]dataplane.Change, len(steps))
+	changes := make([]model.Op, len(steps))
 	for i, s := range steps {
 		changes[i] = s.c
 	}
@@ -48,20 +48,20 @@ func applySteps(t *testing.T, ctx context.Context, dp dataplane.Dataplane, steps
 	}
 }
 
-func addSvc(vs model.VirtualServer) dataplane.Change {
-	return dataplane.Change{Kind: dataplane.ChangeAddService, VS: vs}
+func addSvc(vs model.VirtualServer) model.Op {
+	return model.Op{Kind: model.AddService, VS: vs}
 }
 
-func realChange(kind dataplane.ChangeKind, k model.VSKey, rs model.RealServer) dataplane.Change {
-	return dataplane.Change{Kind: kind, VS: model.VirtualServer{Key: k}, RS: rs}
+func realChange(kind model.OpKind, k model.VSKey, rs model.RealServer) model.Op {
+	return model.Op{Kind: kind, VS: model.VirtualServer{Key: k}, RS: rs}
 }
 
-func addrChange(kind dataplane.ChangeKind, a netip.Addr) dataplane.Change {
-	return dataplane.Change{Kind: kind, Addr: a}
+func addrChange(kind model.OpKind, a netip.Addr) model.Op {
+	return model.Op{Kind: kind, Addr: a}
 }
 
-func setChange(kind dataplane.ChangeKind, e model.SetEntry) dataplane.Change {
-	return dataplane.Change{Kind: kind, Entry: e}
+func setChange(kind model.OpKind, e model.SetEntry) model.Op {
+	return model.Op{Kind: kind, Entry: e}
 }
 
 // testBatchEachErrorItsChange: one batch of every kind, in both families,
@@ -81,28 +81,28 @@ func testBatchEachErrorItsChange(t *testing.T, dp dataplane.Dataplane) {
 		{addSvc(rr(k4)), nil},
 		{addSvc(rr(k4)), dataplane.ErrExist},
 		{addSvc(rr(k6)), nil},
-		{dataplane.Change{Kind: dataplane.ChangeUpdateService, VS: wrr}, nil},
-		{dataplane.Change{Kind: dataplane.ChangeUpdateService, VS: rr(gone)}, dataplane.ErrNotExist},
-		{realChange(dataplane.ChangeAddReal, k4, masq(real4a, 1)), nil},
-		{realChange(dataplane.ChangeAddReal, gone, masq(real4a, 1)), dataplane.ErrNotExist},
-		{realChange(dataplane.ChangeAddReal, k4, masq(real4a, 1)), dataplane.ErrExist},
-		{realChange(dataplane.ChangeAddReal, k4, masq(real4b, 1)), nil},
-		{realChange(dataplane.ChangeAddReal, k6, masq(real6a, 1)), nil},
-		{realChange(dataplane.ChangeUpdateReal, k4, masq(real4b, 0)), nil},
-		{realChange(dataplane.ChangeUpdateReal, k4, masq(netip.MustParseAddrPort("10.244.9.9:8080"), 0)), dataplane.ErrNotExist},
-		{realChange(dataplane.ChangeDeleteReal, k4, masq(real4a, 0)), nil},
-		{realChange(dataplane.ChangeDeleteReal, k4, masq(real4a, 0)), dataplane.ErrNotExist},
-		{dataplane.Change{Kind: dataplane.ChangeDeleteService, VS: rr(gone)}, dataplane.ErrNotExist},
-		{addrChange(dataplane.ChangeAddAddr, vip4), nil},
-		{addrChange(dataplane.ChangeAddAddr, vip4), dataplane.ErrExist},
-		{addrChange(dataplane.ChangeAddAddr, vip6), nil},
-		{addrChange(dataplane.ChangeDeleteAddr, vip4b), dataplane.ErrNotExist},
-		{addrChange(dataplane.ChangeAddAddr, vip6b), nil},
-		{addrChange(dataplane.ChangeDeleteAddr, vip6b), nil},
-		{setChange(dataplane.ChangeAddSetEntry, member), nil},
-		{setChange(dataplane.ChangeAddSetEntry, member), dataplane.ErrExist},
-		{setChange(dataplane.ChangeDeleteSetEntry, missing), dataplane.ErrNotExist},
-		{setChange(dataplane.ChangeAddSetEntry, member6), nil},
+		{model.Op{Kind: model.UpdateService, VS: wrr}, nil},
+		{model.Op{Kind: model.UpdateService, VS: rr(gone)}, dataplane.ErrNotExist},
+		{realChange(model.AddReal, k4, masq(real4a, 1)), nil},
+		{realChange(model.AddReal, gone, masq(real4a, 1)), dataplane.ErrNotExist},
+		{realChange(model.AddReal, k4, masq(real4a, 1)), dataplane.ErrExist},
+		{realChange(model.AddReal, k4, masq(real4b, 1)), nil},
+		{realChange(model.AddReal, k6, masq(real6a, 1)), nil},
+		{realChange(model.UpdateReal, k4, masq(real4b, 0)), nil},
+		{realChange(model.UpdateReal, k4, masq(netip.MustParseAddrPort("10.244.9.9:8080"), 0)), dataplane.ErrNotExist},
+		{realChange(model.DeleteReal, k4, masq(real4a, 0)), nil},
+		{realChange(model.DeleteReal, k4, masq(real4a, 0)), dataplane.ErrNotExist},
+		{model.Op{Kind: model.DeleteService, VS: rr(gone)}, dataplane.ErrNotExist},
+		{addrChange(model.BindAddr, vip4), nil},
+		{addrChange(model.BindAddr, vip4), dataplane.ErrExist},
+		{addrChange(model.BindAddr, vip6), nil},
+		{addrChange(model.UnbindAddr, vip4b), dataplane.ErrNotExist},
+		{addrChange(model.BindAddr, vip6b), nil},
+		{addrChange(model.UnbindAddr, vip6b), nil},
+		{setChange(model.AddSetEntry, member), nil},
+		{setChange(model.AddSetEntry, member), dataplane.ErrExist},
+		{setChange(model.DeleteSetEntry, missing), dataplane.ErrNotExist},
+		{setChange(model.AddSetEntry, member6), nil},
 	})
 	want := stateOf([]netip.Addr{vip4, vip6}, svcOf(wrr, masq(real4b, 0)), svcOf(rr(k6), masq(real6a, 1)))
 	want.Sets[member] = struct{}{}
@@ -129,13 +129,13 @@ func testBatchManyWindows(t *testing.T, dp dataplane.Dataplane) {
 			must(t, "add real", dp.AddReal(ctx, k, rs))
 			must(t, "bind", dp.AddAddr(ctx, vip))
 			must(t, "add member", dp.AddSetEntry(ctx, m))
-			reals = append(reals, step{realChange(dataplane.ChangeAddReal, k, rs), dataplane.ErrExist})
-			addrs = append(addrs, step{addrChange(dataplane.ChangeAddAddr, vip), dataplane.ErrExist})
-			members = append(members, step{setChange(dataplane.ChangeAddSetEntry, m), dataplane.ErrExist})
+			reals = append(reals, step{realChange(model.AddReal, k, rs), dataplane.ErrExist})
+			addrs = append(addrs, step{addrChange(model.BindAddr, vip), dataplane.ErrExist})
+			members = append(members, step{setChange(model.AddSetEntry, m), dataplane.ErrExist})
 		} else {
-			reals = append(reals, step{realChange(dataplane.ChangeAddReal, k, rs), nil})
-			addrs = append(addrs, step{addrChange(dataplane.ChangeAddAddr, vip), nil})
-			members = append(members, step{setChange(dataplane.ChangeAddSetEntry, m), nil})
+			reals = append(reals, step{realChange(model.AddReal, k, rs), nil})
+			addrs = append(addrs, step{addrChange(model.BindAddr, vip), nil})
+			members = append(members, step{setChange(model.AddSetEntry, m), nil})
 		}
 		want.Services[k].Reals.Set(rs)
 		want.Addrs[vip] = struct{}{}
@@ -156,7 +156,7 @@ func testBatchSetPastKernelDefault(t *testing.T, dp dataplane.Dataplane) {
 	steps := make([]step, 0, n)
 	for i := range n {
 		ep := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + i>>16), byte(i >> 8), byte(i)}), 8080)
-		steps = append(steps, step{setChange(dataplane.ChangeAddSetEntry, shim.LoopBackEntry(model.TCP, ep)), nil})
+		steps = append(steps, step{setChange(model.AddSetEntry, shim.LoopBackEntry(model.TCP, ep)), nil})
 	}
 	applySteps(t, ctx, dp, steps)
 	if got := len(observe(t, ctx, dp).State.Sets); got != n {
@@ -170,10 +170,10 @@ func testBatchFullSet(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	makeSet(t, ctx, dp, setDef(shim.VIPs, false), 2)
 	m := vipMembers(5)
-	add := func(e model.SetEntry) dataplane.Change { return setChange(dataplane.ChangeAddSetEntry, e) }
+	add := func(e model.SetEntry) model.Op { return setChange(model.AddSetEntry, e) }
 	applySteps(t, ctx, dp, []step{
 		{add(m[0]), nil}, {add(m[1]), nil}, {add(m[2]), dataplane.ErrFull}, {add(m[3]), dataplane.ErrFull},
-		{setChange(dataplane.ChangeDeleteSetEntry, m[0]), nil}, {add(m[4]), nil}, {add(m[2]), dataplane.ErrFull},
+		{setChange(model.DeleteSetEntry, m[0]), nil}, {add(m[4]), nil}, {add(m[2]), dataplane.ErrFull},
 	})
 	want := stateOf(nil)
 	want.Sets[m[1]], want.Sets[m[4]] = struct{}{}, struct{}{}
@@ -190,7 +190,7 @@ func testBatchCanceled(t *testing.T, dp dataplane.Dataplane) {
 		steps = append(steps, step{addSvc(rr(tcp4(vip4, uint16(80+i)))), dataplane.ErrNotTried})
 	}
 	applySteps(t, ctx, dp, steps)
-	errs := dp.Apply(ctx, []dataplane.Change{addSvc(rr(tcp4(vip4, 80)))})
+	errs := dp.Apply(ctx, []model.Op{addSvc(rr(tcp4(vip4, 80)))})
 	if !errors.Is(errs[0], context.Canceled) {
 		t.Errorf("a change not tried: %v, want it to wrap context.Canceled", errs[0])
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
 // part is the socket a change goes out on.
@@ -20,14 +21,14 @@ const (
 	partSets       // nfnetlink, ipset
 )
 
-func partOf(k dataplane.ChangeKind) part {
+func partOf(k model.OpKind) part {
 	switch k {
-	case dataplane.ChangeAddService, dataplane.ChangeUpdateService, dataplane.ChangeDeleteService,
-		dataplane.ChangeAddReal, dataplane.ChangeUpdateReal, dataplane.ChangeDeleteReal:
+	case model.AddService, model.UpdateService, model.DeleteService,
+		model.AddReal, model.UpdateReal, model.DeleteReal:
 		return partIPVS
-	case dataplane.ChangeAddAddr, dataplane.ChangeDeleteAddr:
+	case model.BindAddr, model.UnbindAddr:
 		return partAddrs
-	case dataplane.ChangeAddSetEntry, dataplane.ChangeDeleteSetEntry:
+	case model.AddSetEntry, model.DeleteSetEntry:
 		return partSets
 	}
 	return partNone
@@ -36,7 +37,7 @@ func partOf(k dataplane.ChangeKind) part {
 // Apply sends the changes in order, each run of changes for one socket
 // batchWindow at a time (see batchSocket): a window is one kernel call, so
 // cancellation and the call deadline apply between windows.
-func (d *Dataplane) Apply(ctx context.Context, changes []dataplane.Change) []error {
+func (d *Dataplane) Apply(ctx context.Context, changes []model.Op) []error {
 	errs := make([]error, len(changes))
 	for start := 0; start < len(changes); {
 		p := partOf(changes[start].Kind)
@@ -71,7 +72,7 @@ func (d *Dataplane) Apply(ctx context.Context, changes []dataplane.Change) []err
 
 // applyIPVS sends one window of IPVS changes; errors read as the single
 // methods' do.
-func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs []error) {
+func (d *Dataplane) applyIPVS(ctx context.Context, win []model.Op, errs []error) {
 	var enc ipvsEncoder
 	reqs := make([]request, len(win))
 	for i, c := range win {
@@ -90,7 +91,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []dataplane.Change, errs 
 // wordErrors gives every change of a window its error as its single method
 // words it: the window's own error (err: the exchange failed as a whole)
 // for all, else each change's.
-func wordErrors(win []dataplane.Change, errs []error, err error, word func(dataplane.Change, error) error) {
+func wordErrors(win []model.Op, errs []error, err error, word func(model.Op, error) error) {
 	for i, c := range win {
 		e := errs[i]
 		if err != nil {
@@ -103,18 +104,18 @@ func wordErrors(win []dataplane.Change, errs []error, err error, word func(datap
 }
 
 // ipvsChangeError words a failed change as its single method does.
-func ipvsChangeError(c dataplane.Change, err error) error {
+func ipvsChangeError(c model.Op, err error) error {
 	k := c.VS.Key
 	switch c.Kind {
-	case dataplane.ChangeAddService:
+	case model.AddService:
 		return fmt.Errorf("add virtual server %s: %w", c.VS, serviceErrs.wrap(err))
-	case dataplane.ChangeUpdateService:
+	case model.UpdateService:
 		return fmt.Errorf("update virtual server %s: %w", c.VS, serviceErrs.wrap(err))
-	case dataplane.ChangeDeleteService:
+	case model.DeleteService:
 		return fmt.Errorf("delete virtual server %s: %w", k, serviceErrs.wrap(err))
-	case dataplane.ChangeAddReal:
+	case model.AddReal:
 		return fmt.Errorf("add real server %s to %s: %w", c.RS.Addr, k, destErrs.wrap(err))
-	case dataplane.ChangeUpdateReal:
+	case model.UpdateReal:
 		return fmt.Errorf("update real server %s of %s: %w", c.RS.Addr, k, destErrs.wrap(err))
 	}
 	return fmt.Errorf("delete real server %s of %s: %w", c.RS.Addr, k, destErrs.wrap(err))
@@ -122,7 +123,7 @@ func ipvsChangeError(c dataplane.Change, err error) error {
 
 // applyAddrs binds or unbinds one window of VIPs: the link is looked up
 // once for the window, not once per address.
-func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs []error) {
+func (d *Dataplane) applyAddrs(ctx context.Context, win []model.Op, errs []error) {
 	err := d.do(ctx, "bind addresses", func(h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
@@ -131,7 +132,7 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		var enc addrEncoder
 		reqs := make([]request, len(win))
 		for i, c := range win {
-			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == dataplane.ChangeAddAddr, c.Addr)
+			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == model.BindAddr, c.Addr)
 		}
 		s, err := h.batchSocket(&h.rt, netlinkRoute, d.timeout)
 		if err != nil {
@@ -139,11 +140,11 @@ func (d *Dataplane) applyAddrs(ctx context.Context, win []dataplane.Change, errs
 		}
 		return s.exchange(reqs, errs)
 	})
-	wordErrors(win, errs, err, func(c dataplane.Change, e error) error { return addrChangeError(c, d.linkName, e) })
+	wordErrors(win, errs, err, func(c model.Op, e error) error { return addrChangeError(c, d.linkName, e) })
 }
 
-func addrChangeError(c dataplane.Change, link string, err error) error {
-	if c.Kind == dataplane.ChangeAddAddr {
+func addrChangeError(c model.Op, link string, err error) error {
+	if c.Kind == model.BindAddr {
 		return fmt.Errorf("bind %s to %s: %w", c.Addr, link, addrErrs.wrap(err))
 	}
 	return fmt.Errorf("unbind %s from %s: %w", c.Addr, link, addrErrs.wrap(err))

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -42,26 +41,26 @@ const encodeBufSize = batchWindow * 112
 type ipvsEncoder struct{ a attrBuf }
 
 // change encodes one IPVS change as a request to the IPVS family.
-func (e *ipvsEncoder) change(family uint16, c dataplane.Change) request {
+func (e *ipvsEncoder) change(family uint16, c model.Op) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)
 	}
 	start := len(e.a.b)
 	k := c.VS.Key
 	switch c.Kind {
-	case dataplane.ChangeAddService, dataplane.ChangeUpdateService:
+	case model.AddService, model.UpdateService:
 		cmd := uint8(ipvsCmdNewService)
-		if c.Kind == dataplane.ChangeUpdateService {
+		if c.Kind == model.UpdateService {
 			cmd = ipvsCmdSetService
 		}
 		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
 		e.service(c.VS)
-	case dataplane.ChangeDeleteService:
+	case model.DeleteService:
 		e.a.b = append(e.a.b, ipvsCmdDelService, ipvsGenlVersion, 0, 0)
 		e.serviceKey(k)
-	case dataplane.ChangeAddReal, dataplane.ChangeUpdateReal:
+	case model.AddReal, model.UpdateReal:
 		cmd := uint8(ipvsCmdNewDest)
-		if c.Kind == dataplane.ChangeUpdateReal {
+		if c.Kind == model.UpdateReal {
 			cmd = ipvsCmdSetDest
 		}
 		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)

@@ -7,22 +7,21 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // windowOf is a window of cold-start changes: a service, its ten reals, its
 // VIP and its members, over and over.
-func windowOf() []dataplane.Change {
-	var out []dataplane.Change
+func windowOf() []model.Op {
+	var out []model.Op
 	for i := 0; len(out) < batchWindow; i++ {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
 		k := model.NewVSKey(model.TCP, vip, 80)
-		out = append(out, dataplane.Change{Kind: dataplane.ChangeAddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}})
+		out = append(out, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}})
 		for j := range 10 {
 			rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(128 + j), byte(i / 250), byte(i%250 + 1)}), 8080)
-			out = append(out, dataplane.Change{Kind: dataplane.ChangeAddReal, VS: model.VirtualServer{Key: k},
+			out = append(out, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k},
 				RS: model.RealServer{Addr: rs, Weight: 1, Forward: model.Masq}})
 		}
 	}
@@ -83,8 +82,8 @@ func TestEncodeWellFormed(t *testing.T) {
 	var addrs addrEncoder
 	var reqs []request
 	v6 := model.NewVSKey(model.UDP, netip.MustParseAddr("fd00::10"), 53)
-	for _, c := range append(windowOf(), dataplane.Change{Kind: dataplane.ChangeAddService, VS: model.VirtualServer{Key: v6, Scheduler: "wrr"}},
-		dataplane.Change{Kind: dataplane.ChangeDeleteReal, VS: model.VirtualServer{Key: v6},
+	for _, c := range append(windowOf(), model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: v6, Scheduler: "wrr"}},
+		model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: v6},
 			RS: model.RealServer{Addr: netip.MustParseAddrPort("[fd00::5]:53")}}) {
 		reqs = append(reqs, ipvs.change(42, c))
 	}

@@ -447,7 +447,7 @@ func (s *Shim) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 		return fmt.Errorf("ipset add: %w", err)
 	}
 	if e.SkbMark() != 0 {
-		return s.marked(ctx, dataplane.ChangeAddSetEntry, e)
+		return s.marked(ctx, model.AddSetEntry, e)
 	}
 	if err := s.change(ctx, "add", e, ipsetHandle.add, dataplane.ErrExist); err != nil {
 		return err
@@ -465,7 +465,7 @@ func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 		return fmt.Errorf("ipset delete: %w", err)
 	}
 	if e.SkbMark() != 0 {
-		return s.marked(ctx, dataplane.ChangeDeleteSetEntry, e)
+		return s.marked(ctx, model.DeleteSetEntry, e)
 	}
 	return s.change(ctx, "delete", e, ipsetHandle.del, dataplane.ErrNotExist)
 }
@@ -473,9 +473,9 @@ func (s *Shim) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
 // marked sends the change of a member carrying a mark through the batch
 // encoder, which knows ipset's skbmark attribute (the netlink library does
 // not).
-func (s *Shim) marked(ctx context.Context, kind dataplane.ChangeKind, e model.SetEntry) error {
+func (s *Shim) marked(ctx context.Context, kind model.OpKind, e model.SetEntry) error {
 	errs := make([]error, 1)
-	s.applySets(ctx, []dataplane.Change{{Kind: kind, Entry: e}}, errs)
+	s.applySets(ctx, []model.Op{{Kind: kind, Entry: e}}, errs)
 	return errs[0]
 }
 

@@ -21,7 +21,7 @@ import (
 // applySets adds or deletes one window of set members in one send. A
 // member naming a network is not batched: AddSetEntry reads it back (see
 // checkHeld), and only source ranges have such members, a few per Service.
-func (s *Shim) applySets(ctx context.Context, win []dataplane.Change, errs []error) {
+func (s *Shim) applySets(ctx context.Context, win []model.Op, errs []error) {
 	var enc setEncoder
 	reqs := make([]request, 0, len(win))
 	idx := make([]int, 0, len(win)) // win index of each request
@@ -34,7 +34,7 @@ func (s *Shim) applySets(ctx context.Context, win []dataplane.Change, errs []err
 			errs[i] = s.single(ctx, c)
 			continue
 		}
-		reqs = append(reqs, enc.change(c.Kind == dataplane.ChangeAddSetEntry, c.Entry))
+		reqs = append(reqs, enc.change(c.Kind == model.AddSetEntry, c.Entry))
 		idx = append(idx, i)
 	}
 	if len(reqs) == 0 {
@@ -56,8 +56,8 @@ func (s *Shim) applySets(ctx context.Context, win []dataplane.Change, errs []err
 }
 
 // single makes one change through its own method.
-func (s *Shim) single(ctx context.Context, c dataplane.Change) error {
-	if c.Kind == dataplane.ChangeAddSetEntry {
+func (s *Shim) single(ctx context.Context, c model.Op) error {
+	if c.Kind == model.AddSetEntry {
 		return s.AddSetEntry(ctx, c.Entry)
 	}
 	return s.DeleteSetEntry(ctx, c.Entry)
@@ -85,9 +85,9 @@ func ipsetErrno(err error) error {
 }
 
 // setChangeError words a failed change as change (shim.go) does.
-func setChangeError(c dataplane.Change, err error) error {
+func setChangeError(c model.Op, err error) error {
 	what, onExist := "add", dataplane.ErrExist
-	if c.Kind == dataplane.ChangeDeleteSetEntry {
+	if c.Kind == model.DeleteSetEntry {
 		what, onExist = "delete", dataplane.ErrNotExist
 	}
 	switch {

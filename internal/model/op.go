@@ -1,16 +1,12 @@
-// Package plan computes, purely, the ordered operations that turn an
-// observed IPVS table into a desired one, touching only what we own.
-package plan
+package model
 
 import (
 	"fmt"
 	"net/netip"
-
-	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// Kind is an operation kind. The constant order is the order operations are
-// applied in (DESIGN.md): services exist before their reals, reals before
+// OpKind is what an operation does. The constant order is the order
+// operations are applied in: services exist before their reals, reals before
 // their VIP is bound (a bound VIP always has its virtual server), and
 // removals run in reverse so traffic is never sent to a half-built service.
 //
@@ -18,14 +14,14 @@ import (
 // before the VIPs are bound, so a VIP goes live with its masquerading,
 // source-range filter and reject rule already in force; they are removed
 // last, after the VIP is gone, so a live VIP never loses its source-range
-// filter (see Sort for the order within the set kinds). One member is the
-// exception: a frontend's ownership record (shim.Frontends) is added
-// before anything else, ahead of the virtual server it records, so that no
-// crash can leave a virtual server of ours that nothing names as ours.
-type Kind int
+// filter (plan.Sort orders the members within their kinds). One member is
+// the exception: a frontend's ownership record is added before anything
+// else, ahead of the virtual server it records, so that no crash can leave
+// a virtual server of ours that nothing names as ours.
+type OpKind uint8
 
 const (
-	AddService Kind = iota
+	AddService OpKind = iota
 	UpdateService
 	AddReal
 	UpdateReal
@@ -37,32 +33,47 @@ const (
 	DeleteSetEntry
 )
 
-var kindNames = [...]string{"add-service", "update-service", "add-real", "update-real", "add-set-entry", "bind-addr",
-	"delete-real", "delete-service", "unbind-addr", "delete-set-entry"}
+// opKindNames are the kinds' names, as logs and the operations metric's
+// op label spell them.
+var opKindNames = [...]string{
+	AddService:     "add-service",
+	UpdateService:  "update-service",
+	AddReal:        "add-real",
+	UpdateReal:     "update-real",
+	AddSetEntry:    "add-set-entry",
+	BindAddr:       "bind-addr",
+	DeleteReal:     "delete-real",
+	DeleteService:  "delete-service",
+	UnbindAddr:     "unbind-addr",
+	DeleteSetEntry: "delete-set-entry",
+}
 
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+func (k OpKind) String() string {
+	if int(k) < len(opKindNames) {
+		return opKindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
 
-// Op is one change to the kernel.
+// Op is one operation: one write to the kernel. The plan makes them, a
+// dataplane applies them and the cache of the kernel's state follows them.
+// Only the fields its Kind names are read.
 type Op struct {
-	Kind Kind
+	Kind OpKind
 	// VS is the whole virtual server for AddService/UpdateService; only its
 	// Key matters for the other kinds.
-	VS model.VirtualServer
+	VS VirtualServer
 	// RS is the real server for the *Real kinds (only Addr for DeleteReal).
-	RS model.RealServer
+	RS RealServer
 	// Addr is the VIP for BindAddr/UnbindAddr.
 	Addr netip.Addr
 	// Entry is the set member for AddSetEntry/DeleteSetEntry.
-	Entry model.SetEntry
+	Entry SetEntry
 }
 
-// String renders the operation as the ipvsadm (or ip) command that would
-// make the same change; this is what --dry-run prints and logs show.
+// String renders the operation as the ipvsadm (or ip, or ipset) command
+// that would make the same change; this is what --dry-run prints and logs
+// show.
 func (o Op) String() string {
 	k := o.VS.Key
 	switch o.Kind {
@@ -79,9 +90,9 @@ func (o Op) String() string {
 	case DeleteService:
 		return "-D " + k.String()
 	case BindAddr:
-		return "ip addr add " + prefixOf(o.Addr)
+		return "ip addr add " + hostPrefix(o.Addr)
 	case UnbindAddr:
-		return "ip addr del " + prefixOf(o.Addr)
+		return "ip addr del " + hostPrefix(o.Addr)
 	case AddSetEntry:
 		return "ipset add " + o.Entry.String()
 	case DeleteSetEntry:
@@ -90,18 +101,18 @@ func (o Op) String() string {
 	return o.Kind.String()
 }
 
-// prefixOf renders a VIP as the host prefix bound on the link.
-func prefixOf(a netip.Addr) string {
+// hostPrefix renders a VIP as the host prefix bound on the link.
+func hostPrefix(a netip.Addr) string {
 	return netip.PrefixFrom(a, a.BitLen()).String()
 }
 
 // ApplyTo records the operation's effect in s, so that the observed state
 // cache can follow what was applied without re-reading the kernel.
-func (o Op) ApplyTo(s *model.State) {
+func (o Op) ApplyTo(s *State) {
 	k := o.VS.Key
 	switch o.Kind {
 	case AddService:
-		s.Services[k] = &model.Service{VirtualServer: o.VS}
+		s.Services[k] = &Service{VirtualServer: o.VS}
 	case UpdateService:
 		if svc, ok := s.Services[k]; ok {
 			svc.VirtualServer = o.VS
@@ -122,7 +133,7 @@ func (o Op) ApplyTo(s *model.State) {
 		delete(s.Addrs, o.Addr)
 	case AddSetEntry:
 		if s.Sets == nil {
-			s.Sets = map[model.SetEntry]struct{}{}
+			s.Sets = map[SetEntry]struct{}{}
 		}
 		s.Sets[o.Entry] = struct{}{}
 	case DeleteSetEntry:
