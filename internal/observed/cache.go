@@ -126,6 +126,9 @@ func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
 // one added, and once the kernel holds exactly want the cache holds want
 // itself rather than a second copy (want is never changed by the cache).
 func (c *Cache) Apply(op model.Op, want *model.Service) {
+	if c.revs.write(op, c.state.Services[op.VS.Key], true) {
+		delete(c.owned, op.VS.Key) // the log's base: never changed
+	}
 	c.own(op)
 	switch op.Kind {
 	case model.AddSetEntry, model.DeleteSetEntry:
@@ -142,12 +145,15 @@ func (c *Cache) Apply(op model.Op, want *model.Service) {
 	if op.Kind == model.AddReal || op.Kind == model.UpdateReal || op.Kind == model.AddService {
 		c.shareIfDone(op.VS.Key, want)
 	}
-	c.revs.touch(op)
 }
 
 // Tried records an operation that failed: the kernel may or may not have
 // made it, so a read begun before it is not trusted on its key either.
-func (c *Cache) Tried(op model.Op) { c.revs.touch(op) }
+func (c *Cache) Tried(op model.Op) {
+	if c.revs.write(op, c.state.Services[op.VS.Key], false) {
+		delete(c.owned, op.VS.Key)
+	}
+}
 
 // Share makes the cache hold want itself for virtual server k where the
 // kernel holds exactly that, rather than a copy: from then on the two

@@ -110,8 +110,9 @@ type Folded struct {
 	// was folded.
 	Stale bool
 	// Whole: a scan's digests differ from the cache's on what no write
-	// changed since it began. A scan tells that something differs, not
-	// what: a whole read is wanted, and only the addresses were folded.
+	// changed since it began, or hold a virtual server written since as
+	// no write left it. A scan tells that something differs, not what: a
+	// whole read is wanted, and only the addresses were folded.
 	Whole bool
 	// Drifted counts the virtual servers, addresses and set members that
 	// differed and were folded.
@@ -125,20 +126,31 @@ type Folded struct {
 // costs a comparison and no more: the virtual servers and the set members
 // are compared one by one only when the digests of the read and the cache
 // differ on what did not move.
+//
+// A virtual server the cache wrote since the read began is not skipped
+// but rebased: the operations written since are replayed onto what the
+// read found, and what that yields is compared with the cache. So drift
+// on a virtual server the syncs keep writing (a busy Service, whose
+// endpoints change during every read) is repaired all the same. Only one
+// written with an operation that failed (which the kernel may or may not
+// have made) waits for a read that nothing writes it during.
 func (c *Cache) Fold(rd *Read, scope plan.Scope) Folded {
 	defer c.Drop()
-	moved, stale := c.revs.since(rd.Since)
+	moved, logs, stale := c.revs.since(rd.Since)
 	if stale {
 		return Folded{Stale: true}
 	}
 	var f Folded
 	tableOK, setsOK := c.tableAgrees(rd, moved), c.setsAgree(rd, moved)
-	if rd.perVS != nil && (!tableOK || !setsOK) {
+	if rd.perVS != nil && (!tableOK || !setsOK || !c.scanExplained(rd, logs)) {
 		f.Whole = true
 		tableOK, setsOK = true, true
 	}
 	if !tableOK {
 		f.Drifted += c.foldTable(rd, moved, scope)
+	}
+	if rd.perVS == nil {
+		f.Drifted += c.foldRebased(rd, logs, scope)
 	}
 	f.Drifted += foldSet(c, c.state.Addrs, rd.State.Addrs, moved.addrs, scope.Addrs, func(k *keys) map[netip.Addr]Revision { return k.addrs })
 	if !setsOK {
@@ -146,6 +158,38 @@ func (c *Cache) Fold(rd *Read, scope plan.Scope) Folded {
 		c.sets = MembersDigest(c.state.Sets)
 	}
 	return f
+}
+
+// scanExplained tells whether the scan's digest of every virtual server
+// written since it began is one the cache's writes explain (vsLog.explains).
+func (c *Cache) scanExplained(rd *Read, logs map[model.VSKey]*vsLog) bool {
+	for k, l := range logs {
+		if !l.replayable(rd.Since) {
+			continue
+		}
+		part, in := rd.perVS[k]
+		if !l.explains(rd.Since, part, in) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldRebased folds the virtual servers written since the whole read rd
+// began, rebased (vsLog.rebase), and tells how many differed.
+func (c *Cache) foldRebased(rd *Read, logs map[model.VSKey]*vsLog, scope plan.Scope) int {
+	drifted := 0
+	for k, l := range logs {
+		if !l.replayable(rd.Since) {
+			continue
+		}
+		rebased := l.rebase(rd.Since, rd.State.Services[k])
+		if c.adoptValue(k, rebased, rd.Conns, false) {
+			scope.Keys[k] = struct{}{}
+			drifted++
+		}
+	}
+	return drifted
 }
 
 // tableAgrees tells whether the read's virtual servers agree with the
@@ -217,7 +261,17 @@ func (c *Cache) foldTable(rd *Read, moved keys, scope plan.Scope) int {
 // shared, not owned: the read is let go of, but its services may be
 // published.
 func (c *Cache) adopt(k model.VSKey, rd *Read) bool {
-	have, inKernel := rd.State.Services[k]
+	return c.adoptValue(k, rd.State.Services[k], rd.Conns, true)
+}
+
+// adoptValue makes have (nil: none) the cached virtual server k, with the
+// counters conns holds for its real servers, when it differs, and tells
+// whether it did. whole: conns were read with have, and a real server
+// they lack has none; otherwise (a rebased value, whose replayed real
+// servers the read did not see) such a real server's counters are not
+// known.
+func (c *Cache) adoptValue(k model.VSKey, have *model.Service, conns map[dataplane.RealRef]model.Conns, whole bool) bool {
+	inKernel := have != nil
 	cached, inCache := c.state.Services[k]
 	if inKernel == inCache && (!inKernel || have.Equal(cached)) {
 		return false
@@ -236,7 +290,9 @@ func (c *Cache) adopt(k model.VSKey, rd *Read) bool {
 	c.state.Services[k] = have
 	for _, rs := range have.Reals.All() {
 		ref := dataplane.RealRef{VS: k, RS: rs.Addr}
-		c.conns[ref] = rd.Conns[ref]
+		if n, ok := conns[ref]; ok || whole {
+			c.conns[ref] = n
+		}
 	}
 	return true
 }

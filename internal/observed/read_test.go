@@ -25,6 +25,7 @@ func TestFold(t *testing.T) {
 		name    string
 		foreign []model.Op // someone else, before the read
 		during  []model.Op // the agent, after the read began
+		tried   []model.Op // the agent, failed, after the read began
 		scan    bool
 		want    Folded
 		scope   string
@@ -37,7 +38,12 @@ func TestFold(t *testing.T) {
 		{name: "member removed", foreign: []model.Op{delMember(mem2)}, want: Folded{Drifted: 1},
 			scope: "set KUBE-CLUSTER-IP 10.96.0.53,udp:53\n"},
 		{name: "real server deleted, web written since", foreign: []model.Op{delRS(web, rs1)},
-			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
+			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{Drifted: 1}, scope: webOnly},
+		{name: "real server deleted, then written since", foreign: []model.Op{delRS(web, rs1)},
+			during: []model.Op{addRS(web, rs1)}, want: Folded{}},
+		{name: "web written since", during: []model.Op{delRS(web, rs1), addVS(dns), addRS(dns, rs3)}, want: Folded{}},
+		{name: "real server deleted, a write to web failed since", foreign: []model.Op{delRS(web, rs1)},
+			tried: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
 		{name: "real server deleted, dns written since", foreign: []model.Op{delRS(web, rs1)},
 			during: []model.Op{delRS(dns, rs3)}, want: Folded{Drifted: 1}, scope: webOnly},
 		{name: "address unbound, bound again since", foreign: []model.Op{unbind(vip2)}, during: []model.Op{bind(vip2)}, want: Folded{}},
@@ -48,7 +54,12 @@ func TestFold(t *testing.T) {
 		{name: "scan, member removed", scan: true, foreign: []model.Op{delMember(mem2)}, want: Folded{Whole: true}},
 		{name: "scan, address unbound", scan: true, foreign: []model.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
 		{name: "scan, real server deleted, web written since", scan: true, foreign: []model.Op{delRS(web, rs1)},
-			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
+			during: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{Whole: true}},
+		{name: "scan, web written twice since", scan: true,
+			during: []model.Op{delRS(web, rs1), addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1}), {Kind: model.DeleteService, VS: model.VirtualServer{Key: dns}}},
+			want:   Folded{}},
+		{name: "scan, real server deleted, a write to web failed since", scan: true, foreign: []model.Op{delRS(web, rs1)},
+			tried: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKernel(t, base()...)
@@ -61,6 +72,9 @@ func TestFold(t *testing.T) {
 				rd = k.scan(since)
 			}
 			k.apply(tc.during...)
+			for _, op := range tc.tried {
+				k.c.Tried(op)
+			}
 			scope := plan.NewScope()
 			if got := k.c.Fold(rd, scope); got != tc.want {
 				t.Fatalf("fold: %+v, want %+v", got, tc.want)

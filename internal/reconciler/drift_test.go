@@ -507,3 +507,67 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 	r.expectDump(webAndDNS)
 	check(1, 0, 0)
 }
+
+// busyReader reads the fake kernel, then, before the read is handed
+// over, runs during: a sync of a change that every read overlaps.
+type busyReader struct {
+	dataplane.Reader
+	during func()
+}
+
+func (b *busyReader) Observe(ctx context.Context) (dataplane.Observation, error) {
+	obs, err := b.Reader.Observe(ctx)
+	b.during()
+	return obs, err
+}
+
+func (b *busyReader) Scan(ctx context.Context, v dataplane.Visitor) error {
+	err := b.Reader.Scan(ctx, v)
+	b.during()
+	return err
+}
+
+// TestDriftOnBusyServiceRepaired: drift on a virtual server whose
+// endpoints change during every read (a busy Service) is still repaired:
+// the reads are folded with the syncs' writes replayed onto them, not
+// skipped on the virtual server the syncs wrote.
+func TestDriftOnBusyServiceRepaired(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	ctx := context.Background()
+	gone := netip.MustParseAddrPort("10.244.1.2:8080")
+	if err := r.fake.DeleteReal(ctx, webKey, gone); err != nil {
+		t.Fatal(err)
+	}
+	changes := 0
+	busy := &busyReader{Reader: r.fake, during: func() {
+		changes++
+		r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"),
+			ready(netip.AddrFrom4([4]byte{10, 244, 3, byte(changes)}).String())))
+		if st := r.sync(false); st.Ops == 0 {
+			t.Error("the change during the read planned nothing")
+		}
+	}}
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: busy}
+	for check := 1; check <= 3; check++ {
+		done := make(chan struct{})
+		go func() { d.Check(ctx); close(done) }()
+	fold:
+		for {
+			select {
+			case <-done:
+				break fold
+			case <-r.rec.DriftWake():
+				r.sync(false)
+			case <-time.After(time.Minute): // a hang, not a timing assert
+				t.Fatal("the check never ended")
+			}
+		}
+		if r.fake.State().Services[webKey].Reals.Has(gone) {
+			t.Logf("repaired by check %d, %d changes beside the reads", check, changes)
+			return
+		}
+	}
+	t.Fatalf("web's real server %s not repaired after 3 checks, each beside a change to web:\n%s", gone, r.fake.Dump())
+}
