@@ -48,21 +48,18 @@ import (
 //
 // The passes are made and applied one after another, by one applier (what
 // a failure holds back holds in the later passes too); each pass is let go
-// of once applied. It returns the outcome and the operations, when there
-// was one pass (the drift checker notes them; a cold start's are many
-// passes, and its sync is a full one, which notes no operations).
+// of once applied. It returns the outcome.
 //
 // The operations of a failing Service, or of no Service, whose retry is
 // not due at now are held back as if they had failed (backsOff), without
 // being sent: a full sync keeps their backoff too.
-func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []model.Op) {
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) outcome {
 	d := r.desired.state
 	r.obs.Reserve(len(d.Services), len(d.Addrs), len(d.Sets))
 	a := newApplier(r, now)
-	var ops []model.Op
 	for i, pass := range passes {
 		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
-		ops = pass()
+		ops := pass()
 		a.out.planned += len(ops)
 		n := a.applyPass(ctx, ops)
 		if len(passes) > 1 { // a cold start: minutes at scale, shown as it goes
@@ -79,10 +76,7 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Tim
 			break
 		}
 	}
-	if len(passes) > 1 {
-		ops = nil
-	}
-	return a.out, ops
+	return a.out
 }
 
 // applyPass applies one pass in batches. It returns how many of its

@@ -87,7 +87,7 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	if st.Full || (r.folded != nil && r.folded.RulesMissing) || !shimCfg.Equal(r.shimCfg) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
-	out, _ := r.apply(ctx, passes, st.Time)
+	out := r.apply(ctx, passes, st.Time)
 	r.canary(ctx, &out)
 	st.Ops = out.planned
 	st.Failed = out.failed
