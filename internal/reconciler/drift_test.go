@@ -509,22 +509,29 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 }
 
 // busyReader reads the fake kernel, then, before the read is handed
-// over, runs during: a sync of a change that every read overlaps.
+// over, has the sync loop's goroutine run a change (during): a sync that
+// every read overlaps.
 type busyReader struct {
 	dataplane.Reader
-	during func()
+	during chan chan struct{}
 }
 
 func (b *busyReader) Observe(ctx context.Context) (dataplane.Observation, error) {
 	obs, err := b.Reader.Observe(ctx)
-	b.during()
+	b.change()
 	return obs, err
 }
 
 func (b *busyReader) Scan(ctx context.Context, v dataplane.Visitor) error {
 	err := b.Reader.Scan(ctx, v)
-	b.during()
+	b.change()
 	return err
+}
+
+func (b *busyReader) change() {
+	done := make(chan struct{})
+	b.during <- done
+	<-done
 }
 
 // TestDriftOnBusyServiceRepaired: drift on a virtual server whose
@@ -541,25 +548,26 @@ func TestDriftOnBusyServiceRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := 0
-	busy := &busyReader{Reader: r.fake, during: func() {
-		changes++
-		r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"),
-			ready(netip.AddrFrom4([4]byte{10, 244, 3, byte(changes)}).String())))
-		if st := r.sync(false); st.Ops == 0 {
-			t.Error("the change during the read planned nothing")
-		}
-	}}
+	busy := &busyReader{Reader: r.fake, during: make(chan chan struct{})}
 	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: busy}
 	for check := 1; check <= 3; check++ {
 		done := make(chan struct{})
 		go func() { d.Check(ctx); close(done) }()
-	fold:
+	loop:
 		for {
 			select {
 			case <-done:
-				break fold
+				break loop
 			case <-r.rec.DriftWake():
 				r.sync(false)
+			case changed := <-busy.during:
+				changes++
+				r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"),
+					ready(netip.AddrFrom4([4]byte{10, 244, 3, byte(changes)}).String())))
+				if st := r.sync(false); st.Ops == 0 {
+					t.Error("the change during the read planned nothing")
+				}
+				close(changed)
 			case <-time.After(time.Minute): // a hang, not a timing assert
 				t.Fatal("the check never ended")
 			}
