@@ -25,8 +25,8 @@ type Read struct {
 	table, sets Digest
 	// perVS and members are what a scan keeps beside its digests: each
 	// virtual server's part of the table digest and every member's hash,
-	// sorted. Some 10,000 small entries and 130,000 integers at 10,000
-	// Services, against the 100 MB of a whole read. nil for a whole read.
+	// sorted: a few integers per virtual server and member rather than a
+	// copy of the table. nil for a whole read.
 	perVS   map[model.VSKey]Digest
 	members []uint64
 }
