@@ -86,20 +86,11 @@ func (c *Cache) Service(k model.VSKey) (*model.Service, bool) {
 	return svc, ok
 }
 
-// HasAddr tells whether a is bound on the link.
-func (c *Cache) HasAddr(a netip.Addr) bool {
-	_, ok := c.state.Addrs[a]
-	return ok
-}
-
 // HasMember tells whether e is in its set.
 func (c *Cache) HasMember(e model.SetEntry) bool {
 	_, ok := c.state.Sets[e]
 	return ok
 }
-
-// Empty tells whether the cache holds nothing.
-func (c *Cache) Empty() bool { return c.state.Empty() }
 
 // Conns are the connection counters of the real servers the cache holds,
 // to read.
