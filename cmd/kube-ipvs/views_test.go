@@ -54,7 +54,7 @@ func (k *stuckKernel) AddReal(ctx context.Context, vs model.VSKey, rs model.Real
 		k.entered <- struct{}{}
 		<-k.release
 	}
-	return k.Fake.AddReal(ctx, vs, rs)
+	return k.Fake.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: vs}, RS: rs})
 }
 
 // Apply sends a batch's real servers through AddReal, where a sync can

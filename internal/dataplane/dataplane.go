@@ -87,9 +87,11 @@ type Timeouts struct {
 }
 
 // Dataplane is everything the agent does to the kernel: the four parts
-// below, one full read of them all, and Close. Implementations are not safe
-// for concurrent use; the reconciler serializes calls. Every method honours
-// ctx's deadline so an unanswered netlink request cannot hang a sync.
+// below, the operations (model.Op) that change the table, the link's
+// addresses and the shim's set members (Batch), one full read of them all,
+// and Close. Implementations are not safe for concurrent use; the
+// reconciler serializes calls. Every method honours ctx's deadline so an
+// unanswered netlink request cannot hang a sync.
 type Dataplane interface {
 	IPVS
 	Link
@@ -103,9 +105,9 @@ type Dataplane interface {
 	Observe(ctx context.Context) (Observation, error)
 	// Scan reads what Observe reads (but the connection counters) and hands
 	// it to v as it is decoded, keeping none of it: a read whose reader
-	// wants only a digest of the kernel costs no copy of it (issue 12: a
-	// whole Observation at 10,000 Services is about 100 MB). An error means
-	// the read is doubtful, as Observe's.
+	// wants only a digest of the kernel costs no copy of it (a whole
+	// Observation of a large cluster is a second copy of its table). An
+	// error means the read is doubtful, as Observe's.
 	Scan(ctx context.Context, v Visitor) error
 	// Probe makes a cheap request every kernel the agent can program
 	// answers (it reads IPVS' configuration and looks up LinkName). It is
@@ -117,25 +119,18 @@ type Dataplane interface {
 	Close() error
 }
 
-// IPVS is the kernel's IPVS table: virtual servers, their real servers with
-// their connection counters, and the connection timeouts.
+// IPVS is what the kernel's IPVS table holds beside the virtual and real
+// servers that operations make: connection counters and timeouts.
 type IPVS interface {
 	// Conns reads the connection counters of one virtual server's reals.
 	Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error)
-
-	AddService(ctx context.Context, vs model.VirtualServer) error
-	UpdateService(ctx context.Context, vs model.VirtualServer) error
-	DeleteService(ctx context.Context, key model.VSKey) error
-	AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
-	UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error
-	DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error
 
 	// SetTimeouts sets IPVS' tcp, tcpfin and udp timeouts (zero: unchanged).
 	SetTimeouts(ctx context.Context, t Timeouts) error
 }
 
-// Link is LinkName, the dummy link whose addresses make the VIPs local, and
-// the node settings IPVS needs.
+// Link is LinkName, the dummy link whose addresses (bound and unbound by
+// operations) make the VIPs local, and the node settings IPVS needs.
 type Link interface {
 	// Init creates LinkName if missing, brings it up and sets the sysctls
 	// IPVS needs. It is idempotent.
@@ -148,15 +143,16 @@ type Link interface {
 	// refuses an IPv6 address with EACCES. Before Init it answers for a
 	// link that Init would make.
 	LinkFamilies(ctx context.Context) (model.Families, error)
-	AddAddr(ctx context.Context, addr netip.Addr) error
-	DeleteAddr(ctx context.Context, addr netip.Addr) error
 	// DeleteLink removes LinkName and with it every bound address.
 	DeleteLink(ctx context.Context) error
 }
 
 // Netfilter is the shim (package shim): its ipsets and iptables rules, and
-// the removal of kube-proxy's. It needs no IPVS, so it can be had alone.
+// the removal of kube-proxy's. It needs no IPVS, so it can be had alone;
+// alone, its Apply makes the operations on set members and refuses the
+// rest.
 type Netfilter interface {
+	Batch
 	// EnsureShim creates the shim's ipsets that are missing and, per family,
 	// rewrites the shim's iptables chains and jumps with one atomic
 	// iptables-restore only when what is there differs from cfg's rules.
@@ -167,12 +163,6 @@ type Netfilter interface {
 	// match, which the kernel keeps while a rule names them): how the drift
 	// check finds rules someone else flushed without writing any.
 	ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error)
-	// AddSetEntry adds a member to one of the shim's sets (ErrExist when it
-	// is there, ErrNotExist when the set is missing).
-	AddSetEntry(ctx context.Context, e model.SetEntry) error
-	// DeleteSetEntry removes a member (ErrNotExist when it is not there or
-	// the set is missing).
-	DeleteSetEntry(ctx context.Context, e model.SetEntry) error
 	// SetEntries lists the members of every shim set there is: the part of
 	// Observe that is the shim's.
 	SetEntries(ctx context.Context) (map[model.SetEntry]struct{}, error)
@@ -194,61 +184,27 @@ type Conntrack interface {
 	ClearConntrack(ctx context.Context, s StaleFlows) (int, error)
 }
 
-// Batch applies many changes at once (issue 12: at start the agent makes
-// hundreds of thousands; one kernel round trip each was most of the cold
-// start). Apply makes changes[i] as its single method would, in order, and
-// returns one error per change: nil when made, else the error that method
-// would have returned (ErrExist, ErrNotExist, ...). A failure does not stop
-// the changes after it. Once ctx ends, the changes not yet sent fail with
-// ErrNotTried and ctx's error; a change whose outcome could not be learnt
-// fails with another error (it may have been made: only a fresh Observe
-// tells).
+// Batch is how every write reaches the kernel: many operations at once,
+// because a cold start makes hundreds of thousands and a kernel round trip
+// each would be most of it. Apply makes ops in order and returns one error
+// per operation: nil when made, else the kernel's answer to that one
+// (ErrExist, ErrNotExist, ErrFull, ErrUnsupported, ...), wrapped with what
+// was being done. A failure does not stop the operations after it. Once
+// ctx ends, the operations not yet sent fail with ErrNotTried and ctx's
+// error; an operation whose outcome could not be learnt fails with another
+// error (it may have been made: only a fresh Observe tells).
 type Batch interface {
 	Apply(ctx context.Context, ops []model.Op) []error
 }
 
-// Writer is what one change is made through: the single-change methods.
-type Writer interface {
-	IPVS
-	Link
-	Netfilter
-}
-
-// ApplyOne makes one operation through its single method on w.
-func ApplyOne(ctx context.Context, w Writer, op model.Op) error {
-	switch op.Kind {
-	case model.AddService:
-		return w.AddService(ctx, op.VS)
-	case model.UpdateService:
-		return w.UpdateService(ctx, op.VS)
-	case model.DeleteService:
-		return w.DeleteService(ctx, op.VS.Key)
-	case model.AddReal:
-		return w.AddReal(ctx, op.VS.Key, op.RS)
-	case model.UpdateReal:
-		return w.UpdateReal(ctx, op.VS.Key, op.RS)
-	case model.DeleteReal:
-		return w.DeleteReal(ctx, op.VS.Key, op.RS.Addr)
-	case model.BindAddr:
-		return w.AddAddr(ctx, op.Addr)
-	case model.UnbindAddr:
-		return w.DeleteAddr(ctx, op.Addr)
-	case model.AddSetEntry:
-		return w.AddSetEntry(ctx, op.Entry)
-	case model.DeleteSetEntry:
-		return w.DeleteSetEntry(ctx, op.Entry)
-	}
-	return fmt.Errorf("unknown operation kind %s", op.Kind)
-}
-
-// NotTried is the error of a change Apply did not send because ctx ended.
+// NotTried is the error of an operation Apply did not send because ctx ended.
 func NotTried(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotTried, context.Cause(ctx))
 }
 
 // Reader is what the drift check reads the kernel through, on sockets of
 // its own beside the syncs, so that a change never waits for a read of the
-// whole kernel (issue 12). Every Dataplane is one.
+// whole kernel. Every Dataplane is one.
 type Reader interface {
 	// Observe is Dataplane.Observe: the whole table at once, read the same
 	// way the first sync reads it.

@@ -33,27 +33,56 @@ const (
 	DeleteSetEntry
 )
 
-// opKindNames are the kinds' names, as logs and the operations metric's
-// op label spell them.
-var opKindNames = [...]string{
-	AddService:     "add-service",
-	UpdateService:  "update-service",
-	AddReal:        "add-real",
-	UpdateReal:     "update-real",
-	AddSetEntry:    "add-set-entry",
-	BindAddr:       "bind-addr",
-	DeleteReal:     "delete-real",
-	DeleteService:  "delete-service",
-	UnbindAddr:     "unbind-addr",
-	DeleteSetEntry: "delete-set-entry",
+// OpTarget is what an operation writes: the IPVS table (a virtual server
+// or one of its real servers), an address on the link, or a member of one
+// of the shim's sets. Each is a separate part of the kernel, reached
+// through its own socket.
+type OpTarget uint8
+
+const (
+	TargetTable OpTarget = iota
+	TargetAddr
+	TargetMember
+)
+
+// opKinds describes each kind: its name (as logs and the operations
+// metric's op label spell it), what it writes, and whether it removes
+// what it names.
+var opKinds = [...]struct {
+	name    string
+	target  OpTarget
+	removes bool
+}{
+	AddService:     {"add-service", TargetTable, false},
+	UpdateService:  {"update-service", TargetTable, false},
+	AddReal:        {"add-real", TargetTable, false},
+	UpdateReal:     {"update-real", TargetTable, false},
+	AddSetEntry:    {"add-set-entry", TargetMember, false},
+	BindAddr:       {"bind-addr", TargetAddr, false},
+	DeleteReal:     {"delete-real", TargetTable, true},
+	DeleteService:  {"delete-service", TargetTable, true},
+	UnbindAddr:     {"unbind-addr", TargetAddr, true},
+	DeleteSetEntry: {"delete-set-entry", TargetMember, true},
 }
 
 func (k OpKind) String() string {
-	if int(k) < len(opKindNames) {
-		return opKindNames[k]
+	if int(k) < len(opKinds) {
+		return opKinds[k].name
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
+
+// Target is what an operation of kind k writes.
+func (k OpKind) Target() OpTarget {
+	if int(k) < len(opKinds) {
+		return opKinds[k].target
+	}
+	return TargetTable
+}
+
+// Removes tells whether an operation of kind k takes out what it names:
+// the deletes and the unbind.
+func (k OpKind) Removes() bool { return int(k) < len(opKinds) && opKinds[k].removes }
 
 // Op is one operation: one write to the kernel. The plan makes them, a
 // dataplane applies them and the cache of the kernel's state follows them.
@@ -100,6 +129,9 @@ func (o Op) String() string {
 	}
 	return o.Kind.String()
 }
+
+// Target is what the operation writes.
+func (o Op) Target() OpTarget { return o.Kind.Target() }
 
 // hostPrefix renders a VIP as the host prefix bound on the link.
 func hostPrefix(a netip.Addr) string {

@@ -121,10 +121,10 @@ func (c *Cache) Apply(op model.Op, want *model.Service) {
 		delete(c.owned, op.VS.Key) // the log's base: never changed
 	}
 	c.own(op)
-	switch op.Kind {
-	case model.AddSetEntry, model.DeleteSetEntry:
+	switch op.Target() {
+	case model.TargetMember:
 		c.sumMember(op)
-	case model.BindAddr, model.UnbindAddr:
+	case model.TargetAddr:
 	default:
 		c.sumTable(op)
 	}

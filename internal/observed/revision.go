@@ -115,11 +115,11 @@ func (r *revisions) write(op model.Op, have *model.Service, sure bool) (based bo
 	if r.open == 0 {
 		return false
 	}
-	switch op.Kind {
-	case model.BindAddr, model.UnbindAddr:
+	switch op.Target() {
+	case model.TargetAddr:
 		r.moved.addrs[op.Addr] = r.now
 		return false
-	case model.AddSetEntry, model.DeleteSetEntry:
+	case model.TargetMember:
 		r.moved.sets[op.Entry] = r.now
 		return false
 	}

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,7 +11,6 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/logv"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
-	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // apply runs the operations in order, recording each success in the
@@ -20,39 +18,21 @@ import (
 // Service's kernel error must not cost the rest theirs); what failed is
 // returned in an outcome, whose err() says whether the sync as a whole
 // failed. Cancellation stops it between batches: a SIGTERM during a sync
-// of thousands of operations must not try them all.
+// of thousands of operations must not try them all. What one operation's
+// failure holds back is data of the plan (plan.Needs, plan.Withheld): see
+// hold.go.
 //
 // Operations go to the kernel in batches (dataplane.Batch): runs of one
 // kind (and, for set members, one set), up to maxBatch, so that a cold
-// start costs a few thousand round trips, not hundreds of thousands
-// (issue 12). What one operation's failure holds back (below) is always of
-// another kind or set, so it is decided once the batch it depends on is
-// back: a batch is sent before the next operation is looked at.
-//
-// Three failures hold back later operations. A VIP whose virtual server
-// could not be created is not bound (a bound VIP always has its virtual
-// server, or traffic to it is accepted locally and dropped), and the real
-// servers and set members of that virtual server are not tried (the
-// reals cannot exist without it; the members would mark and filter a
-// frontend that is not there). A VIP whose virtual server could not be deleted stays bound
-// (the binding is what makes the server ours, so the next sync can still
-// remove it). A VIP that could not be unbound keeps its set members (its
-// VIPs guard above all). A VIP whose source-range filter or VIPs member could not be
-// put in place (a set full, say) is not bound either: it would go live
-// unfiltered, or answer on every port a host socket listens on.
-//
-// A frontend whose ownership record could not be written gets no virtual
-// server: made unrecorded, a crash could leave it owned by nobody. A
-// virtual server someone else made between our read and our create is not
-// claimed: its record is withdrawn and no member naming it is added.
+// start costs a few thousand round trips, not hundreds of thousands.
+// What one operation's failure holds back is always of another kind or
+// set, so it is decided once the batch it depends on is back: a batch is
+// sent before the next operation is looked at.
 //
 // The passes are made and applied one after another, by one applier (what
 // a failure holds back holds in the later passes too); each pass is let go
-// of once applied. It returns the outcome.
-//
-// The operations of a failing Service, or of no Service, whose retry is
-// not due at now are held back as if they had failed (backsOff), without
-// being sent: a full sync keeps their backoff too.
+// of once applied. It returns the outcome. What the applied operations
+// removed is left for the conntrack cleanup (noteStale).
 func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) outcome {
 	d := r.desired.state
 	r.obs.Reserve(len(d.Services), len(d.Addrs), len(d.Sets))
@@ -76,6 +56,8 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Tim
 			break
 		}
 	}
+	r.noteStale(a.out.removed)
+	a.out.removed = nil
 	return a.out
 }
 
@@ -107,64 +89,27 @@ func (a *applier) applyPass(ctx context.Context, ops []model.Op) int {
 // them a window at a time anyway; this bounds what one call holds.
 const maxBatch = 1024
 
-// sameBatch tells whether b may go in the batch that a opened.
+// sameBatch tells whether b may go in the batch that a opened: one kind,
+// and for set members one set.
 func sameBatch(a, b model.Op) bool {
-	if a.Kind != b.Kind {
-		return false
-	}
-	return (a.Kind != model.AddSetEntry && a.Kind != model.DeleteSetEntry) || a.Entry.Set() == b.Entry.Set()
+	return a.Kind == b.Kind && (a.Target() != model.TargetMember || a.Entry.Set() == b.Entry.Set())
 }
 
-// applier is one apply's bookkeeping of what failed and what that holds back.
+// applier is one apply's bookkeeping: its outcome, what its failures
+// withhold from the operations after them, and the cache entries it may
+// change in place.
 type applier struct {
 	r   *Reconciler
 	out outcome
-	// addresses whose bind/unbind must wait
-	holdAddr map[netip.Addr]bool
-	// frontends whose virtual server could not be deleted keep their set
-	// members: they are what still marks the server as ours.
-	kept map[netip.Addr]bool
-	// virtual servers that could not be created, whose record could not be
-	// written, or that turned out to be someone else's
-	missing, unrecorded, taken map[model.VSKey]bool
+	// withheld are the outcomes that failed (or were held back) in this
+	// apply, which the operations that need them wait on (see held).
+	withheld map[plan.Dep]bool
 	// now is the sync's time, against which retries are due.
 	now time.Time
 }
 
 func newApplier(r *Reconciler, now time.Time) *applier {
-	return &applier{r: r, holdAddr: map[netip.Addr]bool{}, kept: map[netip.Addr]bool{},
-		missing: map[model.VSKey]bool{}, unrecorded: map[model.VSKey]bool{}, taken: map[model.VSKey]bool{},
-		now: now}
-}
-
-// held tells whether an earlier failure holds op back (see apply). An
-// unrecorded frontend's server and reals count as not made.
-func (a *applier) held(ctx context.Context, op model.Op) bool {
-	if a.r.backsOff(op, a.now) {
-		a.failed(ctx, op, errBackingOff)
-		return true
-	}
-	switch {
-	case (op.Kind == model.BindAddr || op.Kind == model.UnbindAddr) && a.holdAddr[op.Addr]:
-		return true
-	case op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.VIPs && a.holdAddr[op.Entry.Addr()]:
-		// A VIPs member follows its address's bind: held with it.
-		return true
-	case (op.Kind == model.AddService || op.Kind == model.AddReal) && a.unrecorded[op.VS.Key]:
-		// Not made, as if its create had failed: no VIP, no reals, no
-		// members naming it.
-		a.holdAddr[op.VS.Key.Addr] = true
-		a.missing[op.VS.Key] = true
-		return true
-	case op.Kind == model.DeleteSetEntry && a.kept[op.Entry.Addr()]:
-		return true
-	case (op.Kind == model.AddReal || op.Kind == model.UpdateReal) && a.missing[op.VS.Key]:
-		return true
-	}
-	if k, ok := plan.FrontendOf(op.Entry); op.Kind == model.AddSetEntry && ok && (a.missing[k] || a.taken[k]) {
-		return true
-	}
-	return false
+	return &applier{r: r, withheld: map[plan.Dep]bool{}, now: now}
 }
 
 // send applies a batch and records each operation's result. It returns how
@@ -202,62 +147,17 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	if ce := r.log.Check(logv.V(logv.Sync), "applied"); ce != nil {
 		ce.Write(zap.Stringer("op", op))
 	}
-	switch op.Kind {
-	case model.AddService:
+	if op.Kind == model.AddService {
 		r.made[op.VS.Key] = struct{}{}
-	case model.DeleteService:
+	}
+	if op.Kind == model.DeleteService {
 		delete(r.made, op.VS.Key)
 	}
-	r.noteStale(op)
+	a.out.removed.note(op, r.obs)
 	r.obs.Apply(op, r.desired.state.Services[op.VS.Key])
 }
 
-// failed notes what a failed operation holds back.
-func (a *applier) failed(ctx context.Context, op model.Op, e error) {
-	if op.Kind == model.AddService || op.Kind == model.DeleteService {
-		a.holdAddr[op.VS.Key.Addr] = true
-	}
-	if op.Kind == model.AddService {
-		a.missing[op.VS.Key] = true
-	}
-	if op.Kind == model.DeleteService {
-		a.kept[op.VS.Key.Addr] = true
-	}
-	if op.Kind == model.UnbindAddr {
-		// Still bound: its members stay, the VIPs one above all, or the
-		// address would answer on every port a host socket listens on.
-		a.kept[op.Addr] = true
-	}
-	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry).GuardsVIP() {
-		a.holdAddr[op.Entry.Addr()] = true
-	}
-	if op.Kind == model.AddSetEntry && shim.KindOf(op.Entry) == shim.Frontends && !errors.Is(e, dataplane.ErrExist) {
-		k, _ := plan.FrontendOf(op.Entry)
-		a.unrecorded[k] = true
-	}
-	if op.Kind == model.AddService && errors.Is(e, dataplane.ErrExist) {
-		a.taken[op.VS.Key] = true
-		a.r.withdrawRecord(ctx, op.VS.Key)
-	}
-}
-
-// withdrawRecord removes the ownership record of a virtual server that
-// turned out to be someone else's. A failure is logged: the next full sync
-// reads the kernel again.
-func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
-	op := model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
-	if !r.obs.HasMember(op.Entry) {
-		return
-	}
-	if err := applyOp(ctx, r.opt.Dataplane, op); err != nil {
-		r.obs.Tried(op)
-		r.log.Warn("withdraw the record of a foreign virtual server", zap.Stringer("vs", k), zap.Error(err))
-		return
-	}
-	r.obs.Apply(op, nil)
-}
-
 // applyOp sends one operation to the dataplane.
-func applyOp(ctx context.Context, dp dataplane.Dataplane, op model.Op) error {
-	return dataplane.ApplyOne(ctx, dp, op)
+func applyOp(ctx context.Context, dp dataplane.Batch, op model.Op) error {
+	return dp.Apply(ctx, []model.Op{op})[0]
 }

@@ -18,7 +18,7 @@ func TestCleanupRemovesOursOnly(t *testing.T) {
 	nodePort := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.10"), 30080), Scheduler: "rr"}
 	nodeSSH := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.10"), 22), Scheduler: "rr"}
 	for _, vs := range []model.VirtualServer{foreign, nodePort, nodeSSH} {
-		if err := r.fake.AddService(ctx, vs); err != nil {
+		if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: vs}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,30 +50,27 @@ func (c *staleConntrack) add(set map[netip.AddrPort]struct{}, k netip.AddrPort) 
 	set[k] = struct{}{}
 }
 
-// noteStale records the cleanup an applied operation calls for: a removed UDP
-// real server, every real server of a removed UDP virtual server, and a
-// UDP frontend whose no-endpoints member went (its first endpoint).
-func (r *Reconciler) noteStale(op model.Op) {
+// noteStale records the cleanup that what an apply removed calls for: each
+// UDP real server removed (with its virtual server or alone), and each UDP
+// frontend whose no-endpoints member went (its first endpoint).
+func (r *Reconciler) noteStale(rm removed) {
 	c := &r.stale
-	switch {
-	case op.VS.Key.Proto == model.UDP && op.Kind == model.DeleteReal:
-		c.add(c.reals, op.RS.Addr)
-	case op.VS.Key.Proto == model.UDP && op.Kind == model.DeleteService:
-		if svc, ok := r.obs.Service(op.VS.Key); ok {
-			for _, rs := range svc.Reals.All() {
-				c.add(c.reals, rs.Addr)
+	for _, g := range rm {
+		switch {
+		case g.member != (model.SetEntry{}):
+			if firstEndpoint(g.member) {
+				c.add(c.dests, netip.AddrPortFrom(g.member.Addr(), g.member.Port()))
 			}
+		case g.real.VS.Proto == model.UDP:
+			c.add(c.reals, g.real.RS)
 		}
-	case firstEndpoint(op):
-		c.add(c.dests, netip.AddrPortFrom(op.Entry.Addr(), op.Entry.Port()))
 	}
 }
 
-// firstEndpoint tells whether an applied operation means a UDP frontend
-// just got its first usable endpoint: its no-endpoints member went.
-func firstEndpoint(op model.Op) bool {
-	e := op.Entry
-	return op.Kind == model.DeleteSetEntry && e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
+// firstEndpoint tells whether a removed member means a UDP frontend just
+// got its first usable endpoint: it is the frontend's no-endpoints member.
+func firstEndpoint(e model.SetEntry) bool {
+	return e.Proto() == model.UDP && shim.KindOf(e) == shim.NoEndpoints
 }
 
 // clearConntrack deletes the stale UDP conntrack entries the syncs so far

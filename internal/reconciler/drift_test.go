@@ -88,7 +88,7 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Someone else deletes dns's real server before the read.
-	if err := r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53")); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: dnsKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.3:53")}}); err != nil {
 		t.Fatal(err)
 	}
 	br := newBlockingReader(r.fake)
@@ -137,7 +137,7 @@ func TestFullSyncMakesDriftReadStale(t *testing.T) {
 	read := make(chan *rescan.Read)
 	go func() { read <- d.Check(ctx) }()
 	<-br.entered
-	if err := r.fake.DeleteService(ctx, webKey); err != nil { // after the read
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: webKey}}); err != nil { // after the read
 		t.Fatal(err)
 	}
 	r.sync(true) // repairs it
@@ -207,17 +207,23 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 		want := r.fake.State()
 
 		for i, foreign := range []func() error{
-			func() error { return r.fake.DeleteService(ctx, dnsKey) },
-			func() error { return r.fake.DeleteReal(ctx, webKey, netip.MustParseAddrPort("10.244.1.2:8080")) },
 			func() error {
-				return r.fake.AddReal(ctx, webKey, model.RealServer{Addr: netip.MustParseAddrPort("10.244.9.9:8080"), Weight: 1})
+				return r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: dnsKey}})
 			},
 			func() error {
-				return r.fake.UpdateReal(ctx, webKey, model.RealServer{Addr: netip.MustParseAddrPort("10.244.2.2:8080"), Weight: 7})
+				return r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: webKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080")}})
 			},
-			func() error { return r.fake.DeleteAddr(ctx, netip.MustParseAddr("10.96.0.53")) },
 			func() error {
-				return r.fake.DeleteSetEntry(ctx, shim.Entry(shim.ClusterIP, webKey.Addr, model.TCP, 80))
+				return r.fake.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: webKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.9.9:8080"), Weight: 1}})
+			},
+			func() error {
+				return r.fake.Do(ctx, model.Op{Kind: model.UpdateReal, VS: model.VirtualServer{Key: webKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.2.2:8080"), Weight: 7}})
+			},
+			func() error {
+				return r.fake.Do(ctx, model.Op{Kind: model.UnbindAddr, Addr: netip.MustParseAddr("10.96.0.53")})
+			},
+			func() error {
+				return r.fake.Do(ctx, model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.ClusterIP, webKey.Addr, model.TCP, 80)})
 			},
 			func() error { r.fake.FlushRules(); return nil },
 		} {
@@ -250,7 +256,7 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	ctx := context.Background()
-	if err := r.fake.DeleteService(ctx, dnsKey); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: dnsKey}}); err != nil {
 		t.Fatal(err)
 	}
 	r.fake.FailNext("Scan", errors.New("interrupted dump"))
@@ -402,10 +408,10 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 	r.sync(false)
 	ctx := context.Background()
 	member := shim.Entry(shim.ClusterIP, dnsKey.Addr, dnsKey.Proto, dnsKey.Port)
-	if err := r.fake.DeleteSetEntry(ctx, member); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteSetEntry, Entry: member}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53")); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: dnsKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.3:53")}}); err != nil {
 		t.Fatal(err)
 	}
 	r.rec.Rescans().Hand(readBesideChange(t, r))
@@ -453,10 +459,10 @@ func TestScanFindsDriftBesideChange(t *testing.T) {
 	ctx := context.Background()
 	for name, foreign := range map[string]func(r *rig) error{
 		"real server": func(r *rig) error {
-			return r.fake.DeleteReal(ctx, dnsKey, netip.MustParseAddrPort("10.244.1.3:53"))
+			return r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: dnsKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.3:53")}})
 		},
 		"set member": func(r *rig) error {
-			return r.fake.DeleteSetEntry(ctx, shim.Entry(shim.ClusterIP, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
+			return r.fake.Do(ctx, model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.ClusterIP, dnsKey.Addr, dnsKey.Proto, dnsKey.Port)})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -500,7 +506,7 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 		}
 	}
 	check(1, 0, 0)
-	if err := r.fake.DeleteService(ctx, dnsKey); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: dnsKey}}); err != nil {
 		t.Fatal(err)
 	}
 	check(1, 1, 1)
@@ -544,7 +550,7 @@ func TestDriftOnBusyServiceRepaired(t *testing.T) {
 	r.sync(false)
 	ctx := context.Background()
 	gone := netip.MustParseAddrPort("10.244.1.2:8080")
-	if err := r.fake.DeleteReal(ctx, webKey, gone); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: webKey}, RS: model.RealServer{Addr: gone}}); err != nil {
 		t.Fatal(err)
 	}
 	changes := 0

@@ -213,7 +213,7 @@ func TestCleanupWithoutFlagsRemovesNodePorts(t *testing.T) {
 	}
 	ctx := context.Background()
 	foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.10"), 30500), Scheduler: "wlc"}
-	if err := r.fake.AddService(ctx, foreign); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: foreign}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Cleanup(ctx, r.fake, CleanupOptions{}); err != nil {
@@ -234,7 +234,7 @@ func TestForeignServerMadeMeanwhileIsNotClaimed(t *testing.T) {
 	r.sync(false) // the cache now stands for the kernel
 	ctx := context.Background()
 	k := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.77"), 443)
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: "wlc"}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "wlc"}}); err != nil {
 		t.Fatal(err)
 	}
 	r.store.SetService(service("late", "10.96.0.77", corev1.ProtocolTCP, 443))

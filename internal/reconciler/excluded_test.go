@@ -17,14 +17,14 @@ import (
 func (r *rig) kubeProxys(k model.VSKey, real string, nodePort bool) {
 	r.t.Helper()
 	ctx := context.Background()
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: "rr"}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "rr"}}); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.fake.AddReal(ctx, k, model.RealServer{Addr: netip.MustParseAddrPort(real), Weight: 1}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k}, RS: model.RealServer{Addr: netip.MustParseAddrPort(real), Weight: 1}}); err != nil {
 		r.t.Fatal(err)
 	}
 	if !nodePort {
-		if err := r.fake.AddAddr(ctx, k.Addr); err != nil {
+		if err := r.fake.Do(ctx, model.Op{Kind: model.BindAddr, Addr: k.Addr}); err != nil {
 			r.t.Fatal(err)
 		}
 	}

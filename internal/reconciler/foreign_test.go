@@ -22,10 +22,10 @@ func (r *rig) withKeepalived() {
 	r.t.Helper()
 	ctx := context.Background()
 	k := model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: "wlc"}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: "wlc"}}); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.fake.AddReal(ctx, k, model.RealServer{Addr: netip.MustParseAddrPort("10.0.0.5:443"), Weight: 1}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: k}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.0.0.5:443"), Weight: 1}}); err != nil {
 		r.t.Fatal(err)
 	}
 }

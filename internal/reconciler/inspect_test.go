@@ -30,10 +30,10 @@ func TestDriftIsEmptyAtSteadyStateAndShowsChanges(t *testing.T) {
 		t.Fatalf("view: draining=%v server=%+v", v.drains, s)
 	}
 	ctx := context.Background()
-	if err := r.fake.DeleteAddr(ctx, netip.MustParseAddr("10.96.0.53")); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.UnbindAddr, Addr: netip.MustParseAddr("10.96.0.53")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.fake.UpdateReal(ctx, vs, model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080"), Weight: 5}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.UpdateReal, VS: model.VirtualServer{Key: vs}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080"), Weight: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	ops, err = r.rec.Drift(ctx)

@@ -45,7 +45,7 @@ func TestLocalPolicyFromInside(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	keepalived := model.VSKey{FWMark: 7, Addr: netip.IPv4Unspecified()}
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: keepalived, Scheduler: "wlc"}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: keepalived, Scheduler: "wlc"}}); err != nil {
 		t.Fatal(err)
 	}
 	r.store.SetService(localLB())

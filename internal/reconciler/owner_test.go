@@ -21,10 +21,10 @@ func TestDriftOwnsFromTheFreshRead(t *testing.T) {
 	ctx := context.Background()
 	orphan := netip.MustParseAddr("10.96.0.99")
 	k := model.NewVSKey(model.TCP, orphan, 80)
-	if err := r.fake.AddService(ctx, model.VirtualServer{Key: k, Scheduler: model.SchedRR}); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: k, Scheduler: model.SchedRR}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.fake.AddSetEntry(ctx, shim.Entry(shim.ClusterIP, orphan, model.TCP, 80)); err != nil {
+	if err := r.fake.Do(ctx, model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.ClusterIP, orphan, model.TCP, 80)}); err != nil {
 		t.Fatal(err)
 	}
 	drift, err := r.rec.Drift(ctx)

@@ -176,12 +176,12 @@ func TestForeignServiceSurvivesFullResync(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443), Scheduler: "wlc"}
-	if err := r.fake.AddService(context.Background(), foreign); err != nil {
+	if err := r.fake.Do(context.Background(), model.Op{Kind: model.AddService, VS: foreign}); err != nil {
 		t.Fatal(err)
 	}
 	// Drift made by someone else on one of ours: a real server deleted.
 	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-	if err := r.fake.DeleteReal(context.Background(), web, netip.MustParseAddrPort("10.244.1.2:8080")); err != nil {
+	if err := r.fake.Do(context.Background(), model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: web}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080")}}); err != nil {
 		t.Fatal(err)
 	}
 	r.sync(true)

@@ -486,11 +486,9 @@ func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodeP
 func withoutDeletes(ops []model.Op) []model.Op {
 	out := ops[:0:0]
 	for _, op := range ops {
-		switch op.Kind {
-		case model.DeleteReal, model.DeleteService, model.UnbindAddr, model.DeleteSetEntry:
-			continue
+		if !op.Kind.Removes() {
+			out = append(out, op)
 		}
-		out = append(out, op)
 	}
 	return out
 }

@@ -105,10 +105,10 @@ func TestViewFollowsEverySync(t *testing.T) {
 		}, false},
 		{"a foreign server and a hand-deleted real server, repaired by a full sync", func() {
 			foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443), Scheduler: "wlc"}
-			if err := r.fake.AddService(ctx, foreign); err != nil {
+			if err := r.fake.Do(ctx, model.Op{Kind: model.AddService, VS: foreign}); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.fake.DeleteReal(ctx, web, netip.MustParseAddrPort("10.244.1.2:8080")); err != nil {
+			if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: web}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080")}}); err != nil {
 				t.Fatal(err)
 			}
 		}, true},
@@ -118,7 +118,7 @@ func TestViewFollowsEverySync(t *testing.T) {
 			r.fake.FailNext("AddReal", fmt.Errorf("boom"))
 		}, false},
 		{"the foreign server goes behind our back, the drain ends", func() {
-			if err := r.fake.DeleteService(ctx, model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)); err != nil {
+			if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443)}}); err != nil {
 				t.Fatal(err)
 			}
 			r.fake.SetConns(dataplane.RealRef{VS: web, RS: netip.MustParseAddrPort("10.244.2.2:8080")}, model.Conns{})

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
@@ -42,7 +43,7 @@ func smallVIPsSet(t *testing.T, f *fake.Fake, members ...string) {
 		}
 	}
 	for _, ip := range members {
-		if err := f.AddSetEntry(ctx, shim.VIPEntry(netip.MustParseAddr(ip))); err != nil {
+		if err := f.Do(ctx, model.Op{Kind: model.AddSetEntry, Entry: shim.VIPEntry(netip.MustParseAddr(ip))}); err != nil {
 			t.Fatal(err)
 		}
 	}

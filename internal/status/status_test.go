@@ -76,7 +76,7 @@ func TestReport(t *testing.T) {
 	}
 	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
 	foreign := model.VirtualServer{Key: model.NewVSKey(model.TCP, netip.MustParseAddr("192.168.1.200"), 443), Scheduler: "wlc"}
-	if err := kernel.AddService(ctx, foreign); err != nil {
+	if err := kernel.Do(ctx, model.Op{Kind: model.AddService, VS: foreign}); err != nil {
 		t.Fatal(err)
 	}
 	store.SetService(webService())

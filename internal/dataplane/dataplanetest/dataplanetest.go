@@ -5,7 +5,8 @@
 //
 // It is laid out like dataplane.Dataplane: one file per part (ipvs.go,
 // link.go, shim.go for Netfilter, conntrack.go), each with its table of
-// subtests; this file runs them all and holds what spans the parts.
+// subtests; this file runs them all and holds what spans the parts. Every
+// write is an operation made through Apply (ops.go), as the agent makes it.
 package dataplanetest
 
 import (
@@ -79,7 +80,7 @@ func Clean(ctx context.Context, dp dataplane.Dataplane) error {
 	}
 	var errs []error
 	for k := range obs.State.Services {
-		if err := dp.DeleteService(ctx, k); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
+		if err := deleteService(ctx, dp, k); err != nil && !errors.Is(err, dataplane.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -184,12 +185,12 @@ func testObserveEverything(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
 	must(t, "init", dp.Init(ctx))
-	must(t, "bind", dp.AddAddr(ctx, vip4))
-	must(t, "add service", dp.AddService(ctx, rr(k)))
-	must(t, "add real", dp.AddReal(ctx, k, masq(real4a, 1)))
+	must(t, "bind", bindAddr(ctx, dp, vip4))
+	must(t, "add service", addService(ctx, dp, rr(k)))
+	must(t, "add real", addReal(ctx, dp, k, masq(real4a, 1)))
 	must(t, "ensure shim", dp.EnsureShim(ctx, dualStack))
 	member := shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)
-	must(t, "add set member", dp.AddSetEntry(ctx, member))
+	must(t, "add set member", addSetEntry(ctx, dp, member))
 	want := stateOf([]netip.Addr{vip4}, svcOf(rr(k), masq(real4a, 1)))
 	want.Sets[member] = struct{}{}
 	wantState(t, observe(t, ctx, dp), want)
@@ -206,17 +207,17 @@ func testScanIsObserve(t *testing.T, dp dataplane.Dataplane) {
 	must(t, "init", dp.Init(ctx))
 	must(t, "ensure shim", dp.EnsureShim(ctx, dualStack))
 	for _, a := range []netip.Addr{vip4, vip6, vip4b} {
-		must(t, "bind", dp.AddAddr(ctx, a))
+		must(t, "bind", bindAddr(ctx, dp, a))
 	}
 	for _, vs := range []model.VirtualServer{rr(k4), rr(k6), rr(bare), mark} {
-		must(t, "add service", dp.AddService(ctx, vs))
+		must(t, "add service", addService(ctx, dp, vs))
 	}
-	must(t, "add real", dp.AddReal(ctx, k4, masq(real4a, 1)))
-	must(t, "add real", dp.AddReal(ctx, k4, masq(real4b, 0)))
-	must(t, "add real", dp.AddReal(ctx, k6, masq(real6a, 3)))
-	must(t, "add real", dp.AddReal(ctx, mark.Key, masq(real4a, 1)))
+	must(t, "add real", addReal(ctx, dp, k4, masq(real4a, 1)))
+	must(t, "add real", addReal(ctx, dp, k4, masq(real4b, 0)))
+	must(t, "add real", addReal(ctx, dp, k6, masq(real6a, 3)))
+	must(t, "add real", addReal(ctx, dp, mark.Key, masq(real4a, 1)))
 	for _, e := range shimMembers() {
-		must(t, "add set member", dp.AddSetEntry(ctx, e))
+		must(t, "add set member", addSetEntry(ctx, dp, e))
 	}
 	obs := observe(t, ctx, dp)
 
@@ -257,7 +258,7 @@ func testScanIsObserve(t *testing.T, dp dataplane.Dataplane) {
 func testCanceledContext(t *testing.T, dp dataplane.Dataplane) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := dp.AddService(ctx, rr(tcp4(vip4, 80)))
+	err := addService(ctx, dp, rr(tcp4(vip4, 80)))
 	mustFailWith(t, "add with a canceled context", err, context.Canceled)
 	_, err = dp.Observe(ctx)
 	mustFailWith(t, "observe with a canceled context", err, context.Canceled)

@@ -48,7 +48,7 @@ func testServiceRoundTrip(t *testing.T, dp dataplane.Dataplane) {
 	var all []*model.Service
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			must(t, "add "+c.vs.String(), dp.AddService(ctx, c.vs))
+			must(t, "add "+c.vs.String(), addService(ctx, dp, c.vs))
 			obs := observe(t, ctx, dp)
 			got, ok := obs.State.Services[c.vs.Key]
 			if !ok {
@@ -73,8 +73,8 @@ func testServiceRoundTrip(t *testing.T, dp dataplane.Dataplane) {
 func testUpdateService(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
-	must(t, "add", dp.AddService(ctx, rr(k)))
-	must(t, "add real", dp.AddReal(ctx, k, masq(real4a, 1)))
+	must(t, "add", addService(ctx, dp, rr(k)))
+	must(t, "add real", addReal(ctx, dp, k, masq(real4a, 1)))
 	steps := []model.VirtualServer{
 		{Key: k, Scheduler: "wrr", Flags: model.FlagPersistent, Timeout: 60},
 		{Key: k, Scheduler: "sh", Flags: model.FlagSchedSH1 | model.FlagSchedSH2},
@@ -82,7 +82,7 @@ func testUpdateService(t *testing.T, dp dataplane.Dataplane) {
 		{Key: k, Scheduler: "rr"},
 	}
 	for _, vs := range steps {
-		must(t, "update to "+vs.String(), dp.UpdateService(ctx, vs))
+		must(t, "update to "+vs.String(), updateService(ctx, dp, vs))
 		// The real server survives an update of its service.
 		wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real4a, 1))))
 	}
@@ -91,11 +91,11 @@ func testUpdateService(t *testing.T, dp dataplane.Dataplane) {
 func testAddExistingService(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	for _, k := range []model.VSKey{tcp4(vip4, 80), model.NewVSKey(model.UDP, vip6, 53)} {
-		must(t, "add "+k.String(), dp.AddService(ctx, rr(k)))
-		mustFailWith(t, "add again", dp.AddService(ctx, rr(k)), dataplane.ErrExist)
+		must(t, "add "+k.String(), addService(ctx, dp, rr(k)))
+		mustFailWith(t, "add again", addService(ctx, dp, rr(k)), dataplane.ErrExist)
 		// Same key, other settings: still the same virtual server.
 		other := model.VirtualServer{Key: k, Scheduler: "wrr", Flags: model.FlagPersistent, Timeout: 30}
-		mustFailWith(t, "add again with other settings", dp.AddService(ctx, other), dataplane.ErrExist)
+		mustFailWith(t, "add again with other settings", addService(ctx, dp, other), dataplane.ErrExist)
 	}
 	wantState(t, observe(t, ctx, dp), stateOf(nil,
 		svcOf(rr(tcp4(vip4, 80))), svcOf(rr(model.NewVSKey(model.UDP, vip6, 53)))))
@@ -105,12 +105,12 @@ func testMissingService(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
 	// Another service on the same address, so "missing" is about the key.
-	must(t, "add neighbour", dp.AddService(ctx, rr(tcp4(vip4, 81))))
-	mustFailWith(t, "update missing", dp.UpdateService(ctx, rr(k)), dataplane.ErrNotExist)
-	mustFailWith(t, "delete missing", dp.DeleteService(ctx, k), dataplane.ErrNotExist)
-	mustFailWith(t, "add real to missing", dp.AddReal(ctx, k, masq(real4a, 1)), dataplane.ErrNotExist)
-	mustFailWith(t, "update real of missing", dp.UpdateReal(ctx, k, masq(real4a, 1)), dataplane.ErrNotExist)
-	mustFailWith(t, "delete real of missing", dp.DeleteReal(ctx, k, real4a), dataplane.ErrNotExist)
+	must(t, "add neighbour", addService(ctx, dp, rr(tcp4(vip4, 81))))
+	mustFailWith(t, "update missing", updateService(ctx, dp, rr(k)), dataplane.ErrNotExist)
+	mustFailWith(t, "delete missing", deleteService(ctx, dp, k), dataplane.ErrNotExist)
+	mustFailWith(t, "add real to missing", addReal(ctx, dp, k, masq(real4a, 1)), dataplane.ErrNotExist)
+	mustFailWith(t, "update real of missing", updateReal(ctx, dp, k, masq(real4a, 1)), dataplane.ErrNotExist)
+	mustFailWith(t, "delete real of missing", deleteReal(ctx, dp, k, real4a), dataplane.ErrNotExist)
 	_, err := dp.Conns(ctx, k)
 	mustFailWith(t, "conns of missing", err, dataplane.ErrNotExist)
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(tcp4(vip4, 81)))))
@@ -120,11 +120,11 @@ func testUnknownScheduler(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
 	bad := model.VirtualServer{Key: k, Scheduler: "nosuchsched"}
-	mustFailWith(t, "add with unknown scheduler", dp.AddService(ctx, bad), dataplane.ErrUnsupported)
+	mustFailWith(t, "add with unknown scheduler", addService(ctx, dp, bad), dataplane.ErrUnsupported)
 	wantState(t, observe(t, ctx, dp), stateOf(nil))
 
-	must(t, "add", dp.AddService(ctx, rr(k)))
-	mustFailWith(t, "update to unknown scheduler", dp.UpdateService(ctx, bad), dataplane.ErrUnsupported)
+	must(t, "add", addService(ctx, dp, rr(k)))
+	mustFailWith(t, "update to unknown scheduler", updateService(ctx, dp, bad), dataplane.ErrUnsupported)
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(k))))
 }
 
@@ -132,28 +132,28 @@ func testRealServers(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
 	vs := model.VirtualServer{Key: k, Scheduler: "wrr"}
-	must(t, "add service", dp.AddService(ctx, vs))
-	must(t, "add real a", dp.AddReal(ctx, k, masq(real4a, 1)))
-	must(t, "add real b", dp.AddReal(ctx, k, masq(real4b, 3)))
+	must(t, "add service", addService(ctx, dp, vs))
+	must(t, "add real a", addReal(ctx, dp, k, masq(real4a, 1)))
+	must(t, "add real b", addReal(ctx, dp, k, masq(real4b, 3)))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real4a, 1), masq(real4b, 3))))
 
-	mustFailWith(t, "add real a again", dp.AddReal(ctx, k, masq(real4a, 2)), dataplane.ErrExist)
+	mustFailWith(t, "add real a again", addReal(ctx, dp, k, masq(real4a, 2)), dataplane.ErrExist)
 
 	// Weight 0 is how a terminating endpoint drains: it must stick.
-	must(t, "drain real a", dp.UpdateReal(ctx, k, masq(real4a, 0)))
-	must(t, "reweight real b", dp.UpdateReal(ctx, k, masq(real4b, 5)))
+	must(t, "drain real a", updateReal(ctx, dp, k, masq(real4a, 0)))
+	must(t, "reweight real b", updateReal(ctx, dp, k, masq(real4b, 5)))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real4a, 0), masq(real4b, 5))))
 
 	missing := netip.MustParseAddrPort("10.244.3.9:8080")
 	otherPort := netip.AddrPortFrom(real4a.Addr(), 9090)
-	mustFailWith(t, "update missing real", dp.UpdateReal(ctx, k, masq(missing, 1)), dataplane.ErrNotExist)
-	mustFailWith(t, "delete missing real", dp.DeleteReal(ctx, k, missing), dataplane.ErrNotExist)
-	mustFailWith(t, "delete real on another port", dp.DeleteReal(ctx, k, otherPort), dataplane.ErrNotExist)
+	mustFailWith(t, "update missing real", updateReal(ctx, dp, k, masq(missing, 1)), dataplane.ErrNotExist)
+	mustFailWith(t, "delete missing real", deleteReal(ctx, dp, k, missing), dataplane.ErrNotExist)
+	mustFailWith(t, "delete real on another port", deleteReal(ctx, dp, k, otherPort), dataplane.ErrNotExist)
 
-	must(t, "delete real a", dp.DeleteReal(ctx, k, real4a))
+	must(t, "delete real a", deleteReal(ctx, dp, k, real4a))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real4b, 5))))
 	// A real added with weight 0 (all endpoints terminating) stays at 0.
-	must(t, "re-add real a at 0", dp.AddReal(ctx, k, masq(real4a, 0)))
+	must(t, "re-add real a at 0", addReal(ctx, dp, k, masq(real4a, 0)))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real4a, 0), masq(real4b, 5))))
 }
 
@@ -161,12 +161,12 @@ func testIPv6RealServers(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := model.NewVSKey(model.UDP, vip6, 53)
 	vs := rr(k)
-	must(t, "add service", dp.AddService(ctx, vs))
-	must(t, "add real a", dp.AddReal(ctx, k, masq(real6a, 1)))
-	must(t, "add real b", dp.AddReal(ctx, k, masq(real6b, 1)))
-	must(t, "drain real b", dp.UpdateReal(ctx, k, masq(real6b, 0)))
+	must(t, "add service", addService(ctx, dp, vs))
+	must(t, "add real a", addReal(ctx, dp, k, masq(real6a, 1)))
+	must(t, "add real b", addReal(ctx, dp, k, masq(real6b, 1)))
+	must(t, "drain real b", updateReal(ctx, dp, k, masq(real6b, 0)))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real6a, 1), masq(real6b, 0))))
-	must(t, "delete real a", dp.DeleteReal(ctx, k, real6a))
+	must(t, "delete real a", deleteReal(ctx, dp, k, real6a))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(vs, masq(real6b, 0))))
 }
 
@@ -177,11 +177,11 @@ func testIPv6RealServers(t *testing.T, dp dataplane.Dataplane) {
 func testForeignForwarding(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
-	must(t, "add service", dp.AddService(ctx, rr(k)))
+	must(t, "add service", addService(ctx, dp, rr(k)))
 	route := model.RealServer{Addr: netip.MustParseAddrPort("10.244.3.1:81"), Weight: 1, Forward: model.Route}
 	tunnel := model.RealServer{Addr: netip.MustParseAddrPort("10.244.3.2:82"), Weight: 2, Forward: model.Tunnel}
-	must(t, "add routed real", dp.AddReal(ctx, k, route))
-	must(t, "add tunnelled real", dp.AddReal(ctx, k, tunnel))
+	must(t, "add routed real", addReal(ctx, dp, k, route))
+	must(t, "add tunnelled real", addReal(ctx, dp, k, tunnel))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(k), route, tunnel)))
 }
 
@@ -189,27 +189,27 @@ func testDeleteServiceDeletesReals(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k, keep := tcp4(vip4, 80), tcp4(vip4b, 80)
 	for _, key := range []model.VSKey{k, keep} {
-		must(t, "add service", dp.AddService(ctx, rr(key)))
-		must(t, "add real", dp.AddReal(ctx, key, masq(real4a, 1)))
+		must(t, "add service", addService(ctx, dp, rr(key)))
+		must(t, "add real", addReal(ctx, dp, key, masq(real4a, 1)))
 	}
-	must(t, "delete service", dp.DeleteService(ctx, k))
+	must(t, "delete service", deleteService(ctx, dp, k))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(keep), masq(real4a, 1))))
 	// Re-created, the service starts with no real servers.
-	must(t, "re-add service", dp.AddService(ctx, rr(k)))
+	must(t, "re-add service", addService(ctx, dp, rr(k)))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(k)), svcOf(rr(keep), masq(real4a, 1))))
 }
 
 func testFreshRealConns(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	k := tcp4(vip4, 80)
-	must(t, "add service", dp.AddService(ctx, rr(k)))
+	must(t, "add service", addService(ctx, dp, rr(k)))
 	conns, err := dp.Conns(ctx, k)
 	must(t, "conns of empty service", err)
 	if len(conns) != 0 {
 		t.Fatalf("conns of a service without reals: %v", conns)
 	}
-	must(t, "add real a", dp.AddReal(ctx, k, masq(real4a, 1)))
-	must(t, "add real b", dp.AddReal(ctx, k, masq(real4b, 0)))
+	must(t, "add real a", addReal(ctx, dp, k, masq(real4a, 1)))
+	must(t, "add real b", addReal(ctx, dp, k, masq(real4b, 0)))
 	conns, err = dp.Conns(ctx, k)
 	must(t, "conns", err)
 	want := map[netip.AddrPort]model.Conns{real4a: {}, real4b: {}}

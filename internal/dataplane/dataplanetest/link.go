@@ -36,24 +36,24 @@ func testAddresses(t *testing.T, dp dataplane.Dataplane) {
 	wantState(t, observe(t, ctx, dp), stateOf(nil))
 
 	for _, a := range []netip.Addr{vip4, vip4b, vip6, vip6b} {
-		must(t, "bind "+a.String(), dp.AddAddr(ctx, a))
+		must(t, "bind "+a.String(), bindAddr(ctx, dp, a))
 	}
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4, vip4b, vip6, vip6b}))
 
-	mustFailWith(t, "bind v4 again", dp.AddAddr(ctx, vip4), dataplane.ErrExist)
-	mustFailWith(t, "bind v6 again", dp.AddAddr(ctx, vip6), dataplane.ErrExist)
+	mustFailWith(t, "bind v4 again", bindAddr(ctx, dp, vip4), dataplane.ErrExist)
+	mustFailWith(t, "bind v6 again", bindAddr(ctx, dp, vip6), dataplane.ErrExist)
 
-	must(t, "unbind v4", dp.DeleteAddr(ctx, vip4))
-	must(t, "unbind v6", dp.DeleteAddr(ctx, vip6))
+	must(t, "unbind v4", unbindAddr(ctx, dp, vip4))
+	must(t, "unbind v6", unbindAddr(ctx, dp, vip6))
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4b, vip6b}))
 
-	mustFailWith(t, "unbind v4 again", dp.DeleteAddr(ctx, vip4), dataplane.ErrNotExist)
-	mustFailWith(t, "unbind v6 again", dp.DeleteAddr(ctx, vip6), dataplane.ErrNotExist)
+	mustFailWith(t, "unbind v4 again", unbindAddr(ctx, dp, vip4), dataplane.ErrNotExist)
+	mustFailWith(t, "unbind v6 again", unbindAddr(ctx, dp, vip6), dataplane.ErrNotExist)
 }
 
 func testAddressesNeedLink(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
-	mustFailWith(t, "bind before init", dp.AddAddr(ctx, vip4), dataplane.ErrNotExist)
+	mustFailWith(t, "bind before init", bindAddr(ctx, dp, vip4), dataplane.ErrNotExist)
 	// Without the link nothing is bound, and that is not an error.
 	wantState(t, observe(t, ctx, dp), stateOf(nil))
 }
@@ -61,8 +61,8 @@ func testAddressesNeedLink(t *testing.T, dp dataplane.Dataplane) {
 func testInitIdempotent(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	must(t, "first init", dp.Init(ctx))
-	must(t, "bind", dp.AddAddr(ctx, vip4))
-	must(t, "add service", dp.AddService(ctx, rr(tcp4(vip4, 80))))
+	must(t, "bind", bindAddr(ctx, dp, vip4))
+	must(t, "add service", addService(ctx, dp, rr(tcp4(vip4, 80))))
 	must(t, "second init", dp.Init(ctx))
 	// A restarted agent runs Init again: nothing it finds may be lost.
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4}, svcOf(rr(tcp4(vip4, 80)))))
@@ -71,18 +71,18 @@ func testInitIdempotent(t *testing.T, dp dataplane.Dataplane) {
 func testDeleteLink(t *testing.T, dp dataplane.Dataplane) {
 	ctx := ctxFor(t)
 	must(t, "init", dp.Init(ctx))
-	must(t, "bind v4", dp.AddAddr(ctx, vip4))
-	must(t, "bind v6", dp.AddAddr(ctx, vip6))
-	must(t, "add service", dp.AddService(ctx, rr(tcp4(vip4, 80))))
+	must(t, "bind v4", bindAddr(ctx, dp, vip4))
+	must(t, "bind v6", bindAddr(ctx, dp, vip6))
+	must(t, "add service", addService(ctx, dp, rr(tcp4(vip4, 80))))
 	must(t, "delete link", dp.DeleteLink(ctx))
 	// The addresses go with the link; the IPVS table does not.
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(tcp4(vip4, 80)))))
-	mustFailWith(t, "bind without link", dp.AddAddr(ctx, vip4), dataplane.ErrNotExist)
+	mustFailWith(t, "bind without link", bindAddr(ctx, dp, vip4), dataplane.ErrNotExist)
 	mustFailWith(t, "delete link again", dp.DeleteLink(ctx), dataplane.ErrNotExist)
 
 	must(t, "init again", dp.Init(ctx))
 	wantState(t, observe(t, ctx, dp), stateOf(nil, svcOf(rr(tcp4(vip4, 80)))))
-	must(t, "bind after re-init", dp.AddAddr(ctx, vip4))
+	must(t, "bind after re-init", bindAddr(ctx, dp, vip4))
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4}, svcOf(rr(tcp4(vip4, 80)))))
 }
 
@@ -121,22 +121,22 @@ func testIPv6Disabled(t *testing.T, dp dataplane.Dataplane) {
 	}
 	dual := model.Families{IPv4: true, IPv6: true}
 	families(dual)
-	must(t, "bind v6", dp.AddAddr(ctx, vip6))
-	must(t, "bind v4", dp.AddAddr(ctx, vip4))
+	must(t, "bind v6", bindAddr(ctx, dp, vip6))
+	must(t, "bind v4", bindAddr(ctx, dp, vip4))
 
 	must(t, "switch IPv6 off", sw.SetIPv6Disabled(true))
 	t.Cleanup(func() { _ = sw.SetIPv6Disabled(false) })
 	families(model.Families{IPv4: true})
 	wantState(t, observe(t, ctx, dp), stateOf([]netip.Addr{vip4}))
-	err := dp.AddAddr(ctx, vip6b)
+	err := bindAddr(ctx, dp, vip6b)
 	if !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("bind v6 with IPv6 off: %v, want a permission error (EACCES)", err)
 	}
-	must(t, "bind v4 with IPv6 off", dp.AddAddr(ctx, vip4b))
-	must(t, "add a v6 virtual server with IPv6 off", dp.AddService(ctx, rr(model.NewVSKey(model.TCP, vip6, 80))))
+	must(t, "bind v4 with IPv6 off", bindAddr(ctx, dp, vip4b))
+	must(t, "add a v6 virtual server with IPv6 off", addService(ctx, dp, rr(model.NewVSKey(model.TCP, vip6, 80))))
 	must(t, "probe with IPv6 off", dp.Probe(ctx))
 
 	must(t, "switch IPv6 on", sw.SetIPv6Disabled(false))
 	families(dual)
-	must(t, "bind v6 again", dp.AddAddr(ctx, vip6b))
+	must(t, "bind v6 again", bindAddr(ctx, dp, vip6b))
 }

@@ -97,19 +97,19 @@ func testFullSetRefuses(t *testing.T, nf dataplane.Netfilter) {
 	makeSet(t, ctx, nf, def, 2)
 	members := vipMembers(3)
 	for _, e := range members[:2] {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
-	err := nf.AddSetEntry(ctx, members[2])
+	err := addSetEntry(ctx, nf, members[2])
 	mustFailWith(t, "add to a full set", err, dataplane.ErrFull)
 	if msg := err.Error(); !strings.Contains(msg, def.Name) || !strings.Contains(msg, "hash is full") {
 		t.Fatalf("add to a full set: %q names neither the set nor \"hash is full\"", msg)
 	}
-	mustFailWith(t, "add a member that is there to a full set", nf.AddSetEntry(ctx, members[0]), dataplane.ErrExist)
+	mustFailWith(t, "add a member that is there to a full set", addSetEntry(ctx, nf, members[0]), dataplane.ErrExist)
 	if got, want := setDump(t, ctx, nf), dumpOf(members[:2]); got != want {
 		t.Fatalf("members of the full set:\n%s\nwant:\n%s", got, want)
 	}
-	must(t, "delete", nf.DeleteSetEntry(ctx, members[0]))
-	must(t, "add after a delete", nf.AddSetEntry(ctx, members[2]))
+	must(t, "delete", deleteSetEntry(ctx, nf, members[0]))
+	must(t, "add after a delete", addSetEntry(ctx, nf, members[2]))
 	if got, want := setDump(t, ctx, nf), dumpOf(members[1:]); got != want {
 		t.Fatalf("members after a delete and an add:\n%s\nwant:\n%s", got, want)
 	}
@@ -124,15 +124,15 @@ func testSmallSetReplaced(t *testing.T, nf dataplane.Netfilter) {
 	makeSet(t, ctx, nf, small, 4)
 	members := vipMembers(300) // past a window of a batch, too
 	for _, e := range members[:4] {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
-	mustFailWith(t, "add past the old bound", nf.AddSetEntry(ctx, members[4]), dataplane.ErrFull)
+	mustFailWith(t, "add past the old bound", addSetEntry(ctx, nf, members[4]), dataplane.ErrFull)
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	if got, want := setDump(t, ctx, nf), dumpOf(members[:4]); got != want {
 		t.Fatalf("members after the replacement:\n%s\nwant:\n%s", got, want)
 	}
 	for _, e := range members[4:] {
-		must(t, "add "+e.String()+" after the replacement", nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String()+" after the replacement", addSetEntry(ctx, nf, e))
 	}
 	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
@@ -163,7 +163,7 @@ func testOtherTypeOrFamilyReplaced(t *testing.T, nf dataplane.Netfilter) {
 	must(t, "ensure again", nf.EnsureShim(ctx, dualStack))
 	members := []model.SetEntry{shim.VIPEntry(vip4), shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)}
 	for _, e := range members {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
 	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
@@ -222,8 +222,8 @@ func dumpOf(es []model.SetEntry) string {
 func testSetsNeedEnsure(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	e := shim.Entry(shim.ClusterIP, vip4, model.TCP, 80)
-	mustFailWith(t, "add to a missing set", nf.AddSetEntry(ctx, e), dataplane.ErrNotExist)
-	mustFailWith(t, "delete from a missing set", nf.DeleteSetEntry(ctx, e), dataplane.ErrNotExist)
+	mustFailWith(t, "add to a missing set", addSetEntry(ctx, nf, e), dataplane.ErrNotExist)
+	mustFailWith(t, "delete from a missing set", deleteSetEntry(ctx, nf, e), dataplane.ErrNotExist)
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members without sets:\n%s", got)
 	}
@@ -234,14 +234,14 @@ func testSetMembers(t *testing.T, nf dataplane.Netfilter) {
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	members := shimMembers()
 	for _, e := range members {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
 	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
 	}
-	mustFailWith(t, "add again", nf.AddSetEntry(ctx, members[0]), dataplane.ErrExist)
-	must(t, "delete", nf.DeleteSetEntry(ctx, members[0]))
-	mustFailWith(t, "delete again", nf.DeleteSetEntry(ctx, members[0]), dataplane.ErrNotExist)
+	mustFailWith(t, "add again", addSetEntry(ctx, nf, members[0]), dataplane.ErrExist)
+	must(t, "delete", deleteSetEntry(ctx, nf, members[0]))
+	mustFailWith(t, "delete again", deleteSetEntry(ctx, nf, members[0]), dataplane.ErrNotExist)
 	if got, want := setDump(t, ctx, nf), dumpOf(members[1:]); got != want {
 		t.Fatalf("after delete:\n%s\nwant:\n%s", got, want)
 	}
@@ -252,7 +252,7 @@ func testEnsureKeepsMembers(t *testing.T, nf dataplane.Netfilter) {
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	members := shimMembers()
 	for _, e := range members {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
 	must(t, "ensure again", nf.EnsureShim(ctx, dualStack))
 	other := dualStack
@@ -274,7 +274,7 @@ func testBadShimConfigRefused(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	e := shim.Entry(shim.ClusterIP, netip.MustParseAddr("10.96.0.1"), model.TCP, 443)
-	must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+	must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	for _, bad := range []shim.Config{
 		{Families: dualStack.Families, PodInterface: "a-very-long-name+"},
 		{Families: dualStack.Families, PodInterface: "cbr0", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
@@ -293,13 +293,13 @@ func testDeleteShim(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	for _, e := range shimMembers() {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
 	must(t, "delete shim", nf.DeleteShim(ctx))
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("members after delete:\n%s", got)
 	}
-	mustFailWith(t, "add after delete", nf.AddSetEntry(ctx, shimMembers()[0]), dataplane.ErrNotExist)
+	mustFailWith(t, "add after delete", addSetEntry(ctx, nf, shimMembers()[0]), dataplane.ErrNotExist)
 	must(t, "delete shim again", nf.DeleteShim(ctx))
 }
 
@@ -380,11 +380,11 @@ func testSetMemberMustFit(t *testing.T, nf dataplane.Netfilter) {
 	ctx := ctxFor(t)
 	must(t, "ensure shim", nf.EnsureShim(ctx, shim.Config{Families: model.Families{IPv4: true}}))
 	wrongFamily := model.NewSetEntry(shim.ClusterIP.Name(false), vip6, model.TCP, 80)
-	if err := nf.AddSetEntry(ctx, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
+	if err := addSetEntry(ctx, nf, wrongFamily); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("an IPv6 member in an IPv4 set: %v", err)
 	}
 	withPort := model.NewSetEntry(shim.VIPs.Name(false), vip4, model.TCP, 80)
-	if err := nf.AddSetEntry(ctx, withPort); err == nil || errors.Is(err, dataplane.ErrExist) {
+	if err := addSetEntry(ctx, nf, withPort); err == nil || errors.Is(err, dataplane.ErrExist) {
 		t.Fatalf("a member with a port in a hash:ip set: %v", err)
 	}
 	if got := setDump(t, ctx, nf); got != "" {
@@ -406,7 +406,7 @@ func testNetworksReadBack(t *testing.T, nf dataplane.Netfilter) {
 		members = append(members, shim.SourceRangeEntry(lb6, model.TCP, 443, netip.MustParsePrefix(p)))
 	}
 	for _, e := range members {
-		must(t, "add "+e.String(), nf.AddSetEntry(ctx, e))
+		must(t, "add "+e.String(), addSetEntry(ctx, nf, e))
 	}
 	if got, want := setDump(t, ctx, nf), dumpOf(members); got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
@@ -423,12 +423,12 @@ func testZeroPrefixRefused(t *testing.T, nf dataplane.Netfilter) {
 		shim.SourceRangeEntry(netip.MustParseAddr("192.0.2.10"), model.TCP, 443, netip.MustParsePrefix("0.0.0.0/0")),
 		shim.SourceRangeEntry(netip.MustParseAddr("2001:db8::10"), model.TCP, 443, netip.MustParsePrefix("::/0")),
 	} {
-		err := nf.AddSetEntry(ctx, e)
+		err := addSetEntry(ctx, nf, e)
 		if err == nil || errors.Is(err, dataplane.ErrExist) || errors.Is(err, dataplane.ErrNotExist) ||
 			!strings.Contains(err.Error(), "prefix length 0") {
 			t.Fatalf("add %s: got %v, want a refusal naming the zero prefix length", e, err)
 		}
-		err = nf.DeleteSetEntry(ctx, e)
+		err = deleteSetEntry(ctx, nf, e)
 		if err == nil || !strings.Contains(err.Error(), "prefix length 0") {
 			t.Fatalf("delete %s: got %v, want a refusal naming the zero prefix length", e, err)
 		}
@@ -448,16 +448,16 @@ func testSkbMarkIsMemberData(t *testing.T, nf dataplane.Netfilter) {
 	must(t, "ensure shim", nf.EnsureShim(ctx, dualStack))
 	lb := netip.MustParseAddr("192.0.2.10")
 	m := shim.LocalSourceEntry(lb, model.TCP, 80, 0x10000)
-	must(t, "add "+m.String(), nf.AddSetEntry(ctx, m))
+	must(t, "add "+m.String(), addSetEntry(ctx, nf, m))
 	if got, want := setDump(t, ctx, nf), m.String()+"\n"; got != want {
 		t.Fatalf("members:\n%s\nwant:\n%s", got, want)
 	}
-	mustFailWith(t, "add under another mark", nf.AddSetEntry(ctx, m.WithSkbMark(0x20000)), dataplane.ErrExist)
-	must(t, "delete naming another mark", nf.DeleteSetEntry(ctx, m.WithSkbMark(0x20000)))
+	mustFailWith(t, "add under another mark", addSetEntry(ctx, nf, m.WithSkbMark(0x20000)), dataplane.ErrExist)
+	must(t, "delete naming another mark", deleteSetEntry(ctx, nf, m.WithSkbMark(0x20000)))
 	if got := setDump(t, ctx, nf); got != "" {
 		t.Fatalf("after delete:\n%s", got)
 	}
-	if err := nf.AddSetEntry(ctx, shim.Entry(shim.External, lb, model.TCP, 80).WithSkbMark(0x10000)); err == nil {
+	if err := addSetEntry(ctx, nf, shim.Entry(shim.External, lb, model.TCP, 80).WithSkbMark(0x10000)); err == nil {
 		t.Fatal("a set without skbinfo took a mark")
 	}
 }

@@ -121,6 +121,12 @@ func (f *Fake) Sysctls() map[string]string {
 	return maps.Clone(f.sysctls)
 }
 
+// Do makes one operation, as Apply does: how a test changes the kernel
+// behind the agent's back, as another tool would.
+func (f *Fake) Do(ctx context.Context, op model.Op) error {
+	return f.Apply(ctx, []model.Op{op})[0]
+}
+
 // FailNext makes the next call of method return err without changing
 // anything. Queued errors are used in order, one per call.
 func (f *Fake) FailNext(method string, err error) {

@@ -22,7 +22,11 @@ import (
 
 // Call describes one method call, for fault injection.
 type Call struct {
-	// Method is the Dataplane method's name, e.g. "AddReal".
+	// Method names the call: a Dataplane method ("Observe", "EnsureShim"),
+	// or, for each operation Apply makes, the kernel request it is:
+	// "AddService", "UpdateService", "DeleteService", "AddReal",
+	// "UpdateReal", "DeleteReal", "AddAddr" (BindAddr), "DeleteAddr"
+	// (UnbindAddr), "AddSetEntry", "DeleteSetEntry".
 	Method string
 	// N counts the calls of Method, from 1 (this one included).
 	N int

@@ -37,11 +37,11 @@ func seeded(t *testing.T) *fake.Fake {
 	t.Helper()
 	f := fake.New()
 	ctx := t.Context()
-	if err := f.AddService(ctx, model.VirtualServer{Key: key, Scheduler: "rr"}); err != nil {
+	if err := f.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: key, Scheduler: "rr"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []netip.AddrPort{rsA, rsB} {
-		if err := f.AddReal(ctx, key, model.RealServer{Addr: a, Weight: 1}); err != nil {
+		if err := f.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: a, Weight: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,13 +57,13 @@ func TestFailNextFailsOnceAndChangesNothing(t *testing.T) {
 	f := seeded(t)
 	ctx := t.Context()
 	f.FailNext("DeleteReal", errX)
-	if err := f.DeleteReal(ctx, key, rsA); !errors.Is(err, errX) {
+	if err := f.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: rsA}}); !errors.Is(err, errX) {
 		t.Fatalf("first DeleteReal: got %v, want the injected error", err)
 	}
 	if got := f.Dump(); got != seededDump {
 		t.Fatalf("a failed call changed the table:\n%s", got)
 	}
-	if err := f.DeleteReal(ctx, key, rsA); err != nil {
+	if err := f.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: rsA}}); err != nil {
 		t.Fatalf("second DeleteReal: %v", err)
 	}
 	want := "-A -t 10.96.0.1:443 -s rr\n  -a -t 10.96.0.1:443 -r 10.244.0.6:6443 -m -w 1\n"
@@ -78,7 +78,7 @@ func TestFailNextFailsOnceAndChangesNothing(t *testing.T) {
 func TestFailWhenNthCall(t *testing.T) {
 	f := fake.New()
 	ctx := t.Context()
-	if err := f.AddService(ctx, model.VirtualServer{Key: key, Scheduler: "rr"}); err != nil {
+	if err := f.Do(ctx, model.Op{Kind: model.AddService, VS: model.VirtualServer{Key: key, Scheduler: "rr"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.FailWhen(func(c fake.Call) error {
@@ -89,7 +89,7 @@ func TestFailWhenNthCall(t *testing.T) {
 	})
 	var errs []error
 	for _, a := range []netip.AddrPort{rsA, rsB, netip.MustParseAddrPort("10.244.0.7:6443")} {
-		errs = append(errs, f.AddReal(ctx, key, model.RealServer{Addr: a, Weight: 1}))
+		errs = append(errs, f.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: a, Weight: 1}}))
 	}
 	if errs[0] != nil || !errors.Is(errs[1], errX) || errs[2] != nil {
 		t.Fatalf("want only the 2nd AddReal to fail, got %v", errs)
@@ -143,10 +143,10 @@ func TestSetConnsShowsInObserveAndConns(t *testing.T) {
 		t.Errorf("observed conns of b: %+v present=%v, want zero and present", got, ok)
 	}
 	// A deleted and re-added real starts from zero, as in the kernel.
-	if err := f.DeleteReal(ctx, key, rsA); err != nil {
+	if err := f.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: rsA}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.AddReal(ctx, key, model.RealServer{Addr: rsA, Weight: 1}); err != nil {
+	if err := f.Do(ctx, model.Op{Kind: model.AddReal, VS: model.VirtualServer{Key: key}, RS: model.RealServer{Addr: rsA, Weight: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	conns, err := f.Conns(ctx, key)
@@ -261,7 +261,7 @@ func TestLoadSeedsTable(t *testing.T) {
 		t.Fatalf("loaded:\n%s\nwant:\n%s", got, want)
 	}
 	// The loaded addresses imply a link: unbinding works.
-	if err := f.DeleteAddr(t.Context(), netip.MustParseAddr("10.96.0.1")); err != nil {
+	if err := f.Do(t.Context(), model.Op{Kind: model.UnbindAddr, Addr: netip.MustParseAddr("10.96.0.1")}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -57,8 +57,8 @@ func checkService(vs model.VirtualServer) error {
 	return nil
 }
 
-// AddService creates a virtual server; ErrExist if its key is taken.
-func (f *Fake) AddService(ctx context.Context, vs model.VirtualServer) error {
+// addService creates a virtual server; ErrExist if its key is taken.
+func (f *Fake) addService(ctx context.Context, vs model.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AddService", vs); err != nil {
@@ -75,8 +75,8 @@ func (f *Fake) AddService(ctx context.Context, vs model.VirtualServer) error {
 	return nil
 }
 
-// UpdateService overwrites scheduler, flags and timeout, keeping the reals.
-func (f *Fake) UpdateService(ctx context.Context, vs model.VirtualServer) error {
+// updateService overwrites scheduler, flags and timeout, keeping the reals.
+func (f *Fake) updateService(ctx context.Context, vs model.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "UpdateService", vs); err != nil {
@@ -94,8 +94,8 @@ func (f *Fake) UpdateService(ctx context.Context, vs model.VirtualServer) error 
 	return nil
 }
 
-// DeleteService removes a virtual server and its reals.
-func (f *Fake) DeleteService(ctx context.Context, key model.VSKey) error {
+// deleteService removes a virtual server and its reals.
+func (f *Fake) deleteService(ctx context.Context, key model.VSKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DeleteService", key); err != nil {
@@ -123,9 +123,9 @@ func checkReal(rs model.RealServer) error {
 	return nil
 }
 
-// AddReal adds a destination; ErrNotExist if the service is missing,
+// addReal adds a destination; ErrNotExist if the service is missing,
 // ErrExist if the destination is already there.
-func (f *Fake) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
+func (f *Fake) addReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AddReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
@@ -145,8 +145,8 @@ func (f *Fake) AddReal(ctx context.Context, vs model.VSKey, rs model.RealServer)
 	return nil
 }
 
-// UpdateReal changes a destination's weight and forwarding.
-func (f *Fake) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
+// updateReal changes a destination's weight and forwarding.
+func (f *Fake) updateReal(ctx context.Context, vs model.VSKey, rs model.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "UpdateReal", dataplane.RealRef{VS: vs, RS: rs.Addr}); err != nil {
@@ -166,8 +166,8 @@ func (f *Fake) UpdateReal(ctx context.Context, vs model.VSKey, rs model.RealServ
 	return nil
 }
 
-// DeleteReal removes a destination and forgets its counters.
-func (f *Fake) DeleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error {
+// deleteReal removes a destination and forgets its counters.
+func (f *Fake) deleteReal(ctx context.Context, vs model.VSKey, rs netip.AddrPort) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ref := dataplane.RealRef{VS: vs, RS: rs}

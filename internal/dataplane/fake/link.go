@@ -25,8 +25,8 @@ func (f *Fake) Init(ctx context.Context) error {
 	return nil
 }
 
-// AddAddr binds addr to the link; the link must exist (Init).
-func (f *Fake) AddAddr(ctx context.Context, addr netip.Addr) error {
+// addAddr binds addr to the link; the link must exist (Init).
+func (f *Fake) addAddr(ctx context.Context, addr netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AddAddr", addr); err != nil {
@@ -47,8 +47,8 @@ func (f *Fake) AddAddr(ctx context.Context, addr netip.Addr) error {
 	return nil
 }
 
-// DeleteAddr unbinds addr from the link.
-func (f *Fake) DeleteAddr(ctx context.Context, addr netip.Addr) error {
+// deleteAddr unbinds addr from the link.
+func (f *Fake) deleteAddr(ctx context.Context, addr netip.Addr) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DeleteAddr", addr); err != nil {

@@ -123,9 +123,9 @@ func (f *Fake) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
 	return true, nil
 }
 
-// AddSetEntry adds a member: ErrNotExist without its set, ErrExist when
+// addSetEntry adds a member: ErrNotExist without its set, ErrExist when
 // it is there, ErrFull when the set holds its maxelem members.
-func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {
+func (f *Fake) addSetEntry(ctx context.Context, e model.SetEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "AddSetEntry", e); err != nil {
@@ -145,8 +145,8 @@ func (f *Fake) AddSetEntry(ctx context.Context, e model.SetEntry) error {
 	return nil
 }
 
-// DeleteSetEntry removes a member: ErrNotExist without it or its set.
-func (f *Fake) DeleteSetEntry(ctx context.Context, e model.SetEntry) error {
+// deleteSetEntry removes a member: ErrNotExist without it or its set.
+func (f *Fake) deleteSetEntry(ctx context.Context, e model.SetEntry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin(ctx, "DeleteSetEntry", e); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// part is the socket a change goes out on.
+// part is the socket an operation goes out on.
 type part uint8
 
 const (
@@ -21,64 +21,101 @@ const (
 	partSets       // nfnetlink, ipset
 )
 
-func partOf(k model.OpKind) part {
-	switch k {
-	case model.AddService, model.UpdateService, model.DeleteService,
-		model.AddReal, model.UpdateReal, model.DeleteReal:
-		return partIPVS
-	case model.BindAddr, model.UnbindAddr:
-		return partAddrs
-	case model.AddSetEntry, model.DeleteSetEntry:
-		return partSets
+// partOf is the socket each kind of operation goes out on.
+var partOf = [...]part{
+	model.AddService:     partIPVS,
+	model.UpdateService:  partIPVS,
+	model.DeleteService:  partIPVS,
+	model.AddReal:        partIPVS,
+	model.UpdateReal:     partIPVS,
+	model.DeleteReal:     partIPVS,
+	model.BindAddr:       partAddrs,
+	model.UnbindAddr:     partAddrs,
+	model.AddSetEntry:    partSets,
+	model.DeleteSetEntry: partSets,
+}
+
+// partFor is the socket op goes out on (partNone: an unknown kind).
+func partFor(op model.Op) part {
+	if int(op.Kind) < len(partOf) {
+		return partOf[op.Kind]
 	}
 	return partNone
 }
 
-// Apply sends the changes in order, each run of changes for one socket
-// batchWindow at a time (see batchSocket): a window is one kernel call, so
-// cancellation and the call deadline apply between windows.
-func (d *Dataplane) Apply(ctx context.Context, changes []model.Op) []error {
-	errs := make([]error, len(changes))
-	for start := 0; start < len(changes); {
-		p := partOf(changes[start].Kind)
+// Apply sends the operations in order, each run of operations for one
+// socket batchWindow at a time (see batchSocket): a window is one kernel
+// call, so cancellation and the call deadline apply between windows.
+func (d *Dataplane) Apply(ctx context.Context, ops []model.Op) []error {
+	return inWindows(ctx, ops, func(p part, win []model.Op, errs []error) {
+		switch p {
+		case partIPVS:
+			d.applyIPVS(ctx, win, errs)
+		case partAddrs:
+			d.applyAddrs(ctx, win, errs)
+		case partSets:
+			d.Shim.applySets(ctx, win, errs)
+		default:
+			unknownKinds(win, errs)
+		}
+	})
+}
+
+// Apply makes the operations on set members, in windows as
+// Dataplane.Apply does; the shim alone has no IPVS table or link, so it
+// refuses every other kind.
+func (s *Shim) Apply(ctx context.Context, ops []model.Op) []error {
+	return inWindows(ctx, ops, func(p part, win []model.Op, errs []error) {
+		if p == partSets {
+			s.applySets(ctx, win, errs)
+			return
+		}
+		for i, op := range win {
+			errs[i] = fmt.Errorf("%s: not an operation on a set member", op)
+		}
+	})
+}
+
+// inWindows cuts ops into windows of one part, at most batchWindow long,
+// and hands each to send with its slice of the errors. Once ctx ends, the
+// windows left are not sent: their operations fail as not tried.
+func inWindows(ctx context.Context, ops []model.Op, send func(p part, win []model.Op, errs []error)) []error {
+	errs := make([]error, len(ops))
+	for start := 0; start < len(ops); {
+		p := partFor(ops[start])
 		end := start + 1
-		for end < len(changes) && end-start < batchWindow && partOf(changes[end].Kind) == p {
+		for end < len(ops) && end-start < batchWindow && partFor(ops[end]) == p {
 			end++
 		}
-		win, werrs := changes[start:end], errs[start:end]
+		win, werrs := ops[start:end], errs[start:end]
+		start = end
 		if ctx.Err() != nil {
 			for i := range werrs {
 				werrs[i] = dataplane.NotTried(ctx)
 			}
-			start = end
 			continue
 		}
-		switch p {
-		case partIPVS:
-			d.applyIPVS(ctx, win, werrs)
-		case partAddrs:
-			d.applyAddrs(ctx, win, werrs)
-		case partSets:
-			d.Shim.applySets(ctx, win, werrs)
-		default:
-			for i, c := range win {
-				werrs[i] = fmt.Errorf("unknown change kind %s", c.Kind)
-			}
-		}
-		start = end
+		send(p, win, werrs)
 	}
 	return errs
 }
 
-// applyIPVS sends one window of IPVS changes; errors read as the single
-// methods' do.
+// unknownKinds fails every operation of a window of no known kind.
+func unknownKinds(win []model.Op, errs []error) {
+	for i, op := range win {
+		errs[i] = fmt.Errorf("unknown operation kind %s", op.Kind)
+	}
+}
+
+// applyIPVS sends one window of IPVS operations; errors read as the
+// single methods' do.
 func (d *Dataplane) applyIPVS(ctx context.Context, win []model.Op, errs []error) {
 	var enc ipvsEncoder
 	reqs := make([]request, len(win))
 	for i, c := range win {
 		reqs[i] = enc.change(d.ipvsFamily, c)
 	}
-	err := d.do(ctx, "apply IPVS changes", func(h *handles) error {
+	err := d.do(ctx, "apply IPVS operations", func(h *handles) error {
 		s, err := h.batchSocket(&h.genl, netlinkGeneric, d.timeout)
 		if err != nil {
 			return err
@@ -88,9 +125,9 @@ func (d *Dataplane) applyIPVS(ctx context.Context, win []model.Op, errs []error)
 	wordErrors(win, errs, err, ipvsChangeError)
 }
 
-// wordErrors gives every change of a window its error as its single method
-// words it: the window's own error (err: the exchange failed as a whole)
-// for all, else each change's.
+// wordErrors gives every operation of a window its error as its single
+// method words it: the window's own error (err: the exchange failed as a
+// whole) for all, else each operation's.
 func wordErrors(win []model.Op, errs []error, err error, word func(model.Op, error) error) {
 	for i, c := range win {
 		e := errs[i]
@@ -103,7 +140,7 @@ func wordErrors(win []model.Op, errs []error, err error, word func(model.Op, err
 	}
 }
 
-// ipvsChangeError words a failed change as its single method does.
+// ipvsChangeError words a failed operation as its single method does.
 func ipvsChangeError(c model.Op, err error) error {
 	k := c.VS.Key
 	switch c.Kind {

@@ -40,36 +40,34 @@ const encodeBufSize = batchWindow * 112
 
 type ipvsEncoder struct{ a attrBuf }
 
-// change encodes one IPVS change as a request to the IPVS family.
+// ipvsCmds is the IPVS command of each kind of operation on the table.
+var ipvsCmds = [...]uint8{
+	model.AddService:    ipvsCmdNewService,
+	model.UpdateService: ipvsCmdSetService,
+	model.DeleteService: ipvsCmdDelService,
+	model.AddReal:       ipvsCmdNewDest,
+	model.UpdateReal:    ipvsCmdSetDest,
+	model.DeleteReal:    ipvsCmdDelDest,
+}
+
+// change encodes one IPVS operation as a request to the IPVS family: a
+// create or update carries the whole service, any other names it by its
+// key; a destination's create or update carries the whole destination, its
+// delete only its address.
 func (e *ipvsEncoder) change(family uint16, c model.Op) request {
 	if e.a.b == nil {
 		e.a.b = make([]byte, 0, encodeBufSize)
 	}
 	start := len(e.a.b)
-	k := c.VS.Key
-	switch c.Kind {
-	case model.AddService, model.UpdateService:
-		cmd := uint8(ipvsCmdNewService)
-		if c.Kind == model.UpdateService {
-			cmd = ipvsCmdSetService
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
+	e.a.b = append(e.a.b, ipvsCmds[c.Kind], ipvsGenlVersion, 0, 0)
+	switch cmd := ipvsCmds[c.Kind]; cmd {
+	case ipvsCmdNewService, ipvsCmdSetService:
 		e.service(c.VS)
-	case model.DeleteService:
-		e.a.b = append(e.a.b, ipvsCmdDelService, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-	case model.AddReal, model.UpdateReal:
-		cmd := uint8(ipvsCmdNewDest)
-		if c.Kind == model.UpdateReal {
-			cmd = ipvsCmdSetDest
-		}
-		e.a.b = append(e.a.b, cmd, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, true)
-	default: // ChangeDeleteReal
-		e.a.b = append(e.a.b, ipvsCmdDelDest, ipvsGenlVersion, 0, 0)
-		e.serviceKey(k)
-		e.dest(c.RS, false)
+	case ipvsCmdDelService:
+		e.serviceKey(c.VS.Key)
+	default:
+		e.serviceKey(c.VS.Key)
+		e.dest(c.RS, cmd != ipvsCmdDelDest)
 	}
 	return request{typ: family, data: e.a.b[start:]}
 }

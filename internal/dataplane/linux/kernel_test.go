@@ -249,7 +249,7 @@ func TestInitLeavesNoLinkLocal(t *testing.T) {
 	if err := dp.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := dp.AddAddr(ctx, netip.MustParseAddr("fd00:96::10")); err != nil {
+	if err := applyOne(ctx, dp, model.Op{Kind: model.BindAddr, Addr: netip.MustParseAddr("fd00:96::10")}); err != nil {
 		t.Fatal(err)
 	}
 	if ll := linkLocals(); len(ll) != 0 {
@@ -281,7 +281,7 @@ func TestInitLeavesNoLinkLocal(t *testing.T) {
 		t.Fatalf("control: an up dummy link got no link-local address; this test shows nothing")
 	}
 	vip := netip.MustParseAddr("10.96.0.10")
-	if err := dp.AddAddr(ctx, vip); err != nil {
+	if err := applyOne(ctx, dp, model.Op{Kind: model.BindAddr, Addr: vip}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dp.Init(ctx); err != nil {

@@ -45,11 +45,11 @@ func TestObserveListingMatchesNetlink(t *testing.T) {
 			{Addr: ap("[fd00:10:244::a]:0"), Weight: 2}}, true},
 	}
 	for _, tb := range tables {
-		if err := dp.AddService(ctx, tb.vs); err != nil {
+		if err := applyOne(ctx, dp, model.Op{Kind: model.AddService, VS: tb.vs}); err != nil {
 			t.Fatal(err)
 		}
 		for _, rs := range tb.reals {
-			if err := dp.AddReal(ctx, tb.vs.Key, rs); err != nil {
+			if err := applyOne(ctx, dp, model.Op{Kind: model.AddReal, VS: tb.vs, RS: rs}); err != nil {
 				t.Fatal(err)
 			}
 		}
