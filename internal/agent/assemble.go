@@ -19,6 +19,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 )
 
@@ -171,8 +172,8 @@ func (a *agent) ready(ctx context.Context) error {
 // the syncs, on the kernel reader's sockets: the period within which drift
 // made by anyone else is found (kube-proxy's meaning of the flag: how
 // often the rules are refreshed).
-func (a *agent) rescan() *reconciler.DriftChecker {
-	return &reconciler.DriftChecker{Rec: a.rec, Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("drift")}
+func (a *agent) rescan() *rescan.Checker {
+	return &rescan.Checker{Mailbox: a.rec.Rescans(), Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("drift")}
 }
 
 // syncLoop runs a sync on every change and every repair the rescan

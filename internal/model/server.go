@@ -29,11 +29,17 @@ type VirtualServer struct {
 	Timeout uint32
 }
 
-// Equal compares every field.
-func (v VirtualServer) Equal(o VirtualServer) bool {
-	return v.Key == o.Key && v.Scheduler == o.Scheduler &&
-		v.Flags&ConfigFlags == o.Flags&ConfigFlags && v.Timeout == o.Timeout
+// Canonical is the virtual server as equality and hashing see it: every
+// field, the flags masked to ConfigFlags. Two virtual servers are equal
+// exactly when their canonical forms are ==, so whatever hashes the
+// canonical form hashes what Equal compares, field for field.
+func (v VirtualServer) Canonical() VirtualServer {
+	v.Flags &= ConfigFlags
+	return v
 }
+
+// Equal compares every field of the canonical forms.
+func (v VirtualServer) Equal(o VirtualServer) bool { return v.Canonical() == o.Canonical() }
 
 // String renders the service as an ipvsadm add line's options, in the order
 // `ipvsadm -S` prints them (see ServiceRule): "-t 10.0.0.1:80 -s rr -p 10800".

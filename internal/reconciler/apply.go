@@ -31,18 +31,15 @@ import (
 //
 // The passes are made and applied one after another, by one applier (what
 // a failure holds back holds in the later passes too); each pass is let go
-// of once applied. It returns the outcome and the operations, when there
-// was one pass (the drift checker notes them; a cold start's are many
-// passes, and its sync is a full one, which notes no operations). What the
-// applied operations removed is left for the conntrack cleanup
-// (noteStale).
-func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) (outcome, []model.Op) {
-	r.reserveObserved()
+// of once applied. It returns the outcome. What the applied operations
+// removed is left for the conntrack cleanup (noteStale).
+func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Time) outcome {
+	d := r.desired.state
+	r.obs.Reserve(len(d.Services), len(d.Addrs), len(d.Sets))
 	a := newApplier(r, now)
-	var ops []model.Op
 	for i, pass := range passes {
 		start := time.Now() // the log's, not a measurement's (opt.Now is the metrics' clock)
-		ops = pass()
+		ops := pass()
 		a.out.planned += len(ops)
 		n := a.applyPass(ctx, ops)
 		if len(passes) > 1 { // a cold start: minutes at scale, shown as it goes
@@ -59,12 +56,9 @@ func (r *Reconciler) apply(ctx context.Context, passes []plan.Pass, now time.Tim
 			break
 		}
 	}
-	if len(passes) > 1 {
-		ops = nil
-	}
 	r.noteStale(a.out.removed)
 	a.out.removed = nil
-	return a.out, ops
+	return a.out
 }
 
 // applyPass applies one pass in batches. It returns how many of its
@@ -110,15 +104,12 @@ type applier struct {
 	// withheld are the outcomes that failed (or were held back) in this
 	// apply, which the operations that need them wait on (see held).
 	withheld map[plan.Dep]bool
-	// owned are the observed virtual servers this apply made or copied,
-	// which it may change in place (see own).
-	owned map[model.VSKey]bool
 	// now is the sync's time, against which retries are due.
 	now time.Time
 }
 
 func newApplier(r *Reconciler, now time.Time) *applier {
-	return &applier{r: r, withheld: map[plan.Dep]bool{}, owned: map[model.VSKey]bool{}, now: now}
+	return &applier{r: r, withheld: map[plan.Dep]bool{}, now: now}
 }
 
 // send applies a batch and records each operation's result. It returns how
@@ -140,8 +131,8 @@ func (a *applier) send(ctx context.Context, batch []model.Op) int {
 	return notTried
 }
 
-// record notes one applied operation: the observed cache on success, what
-// its failure holds back otherwise.
+// record notes one applied operation in the observed cache, and what its
+// failure holds back.
 func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	r := a.r
 	a.out.attempted++
@@ -149,6 +140,7 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 		name, owned := r.serviceOf(op)
 		a.out.fail(op, e, name, owned)
 		r.log.Log(logv.V(logv.Problem), "operation failed", zap.Stringer("op", op), zap.Error(e))
+		r.obs.Tried(op)
 		a.failed(ctx, op, e)
 		return
 	}
@@ -161,10 +153,8 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	if op.Kind == model.DeleteService {
 		delete(r.made, op.VS.Key)
 	}
-	a.out.removed.note(op, r.observed)
-	a.own(op)
-	r.applyToCache(op)
-	a.shareDone(op)
+	a.out.removed.note(op, r.obs)
+	r.obs.Apply(op, r.desired.state.Services[op.VS.Key])
 }
 
 // applyOp sends one operation to the dataplane.

@@ -37,15 +37,15 @@ func TestConnCountersFollowRealServers(t *testing.T) {
 		}
 	}
 	live := 0
-	for _, svc := range r.rec.observed.Services {
+	for _, svc := range r.rec.obs.State().Services {
 		live += svc.Reals.Len()
 	}
-	for ref := range r.rec.conns {
-		if svc, ok := r.rec.observed.Services[ref.VS]; !ok || !svc.Reals.Has(ref.RS) {
+	for ref := range r.rec.obs.Conns() {
+		if svc, ok := r.rec.obs.State().Services[ref.VS]; !ok || !svc.Reals.Has(ref.RS) {
 			t.Errorf("counters cached for %s of %s, which the kernel does not hold", ref.RS, ref.VS)
 		}
 	}
-	if n := len(r.rec.conns); n > live {
+	if n := len(r.rec.obs.Conns()); n > live {
 		t.Fatalf("%d cached counters for %d real servers", n, live)
 	}
 
@@ -53,7 +53,7 @@ func TestConnCountersFollowRealServers(t *testing.T) {
 	r.store.DeleteSlice("default", "web-abc")
 	r.clock.advance(time.Minute)
 	r.sync(false)
-	for ref := range r.rec.conns {
+	for ref := range r.rec.obs.Conns() {
 		if ref.VS == web {
 			t.Errorf("counters cached for %s of the deleted Service", ref.RS)
 		}

@@ -129,7 +129,7 @@ func (r *Reconciler) clearConntrack(ctx context.Context, st *Status) {
 func (r *Reconciler) forgetLive() {
 	c := &r.stale
 	if len(c.reals) > 0 {
-		for k, svc := range r.observed.Services {
+		for k, svc := range r.obs.State().Services {
 			if k.Proto != model.UDP {
 				continue
 			}
@@ -141,7 +141,7 @@ func (r *Reconciler) forgetLive() {
 		}
 	}
 	for dst := range c.dests {
-		if _, ok := r.observed.Sets[shim.Entry(shim.NoEndpoints, dst.Addr(), model.UDP, dst.Port())]; ok {
+		if r.obs.HasMember(shim.Entry(shim.NoEndpoints, dst.Addr(), model.UDP, dst.Port())) {
 			delete(c.dests, dst)
 		}
 	}

@@ -82,23 +82,3 @@ func forgetDrains(since map[dataplane.RealRef]time.Time, desired model.State) {
 		}
 	}
 }
-
-// forgetConns drops the cached connection counters of the real servers an
-// operation removes from the kernel, before the cache records it: a real
-// server deleted, or every one of a virtual server deleted or replaced
-// whole. The counters go with their real server; otherwise every endpoint
-// a rollout replaced would keep an entry until a full sync, which a
-// healthy agent never runs.
-func (r *Reconciler) forgetConns(op model.Op) {
-	k := op.VS.Key
-	switch op.Kind {
-	case model.DeleteReal:
-		delete(r.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
-	case model.AddService, model.DeleteService:
-		if svc, ok := r.observed.Services[k]; ok {
-			for _, rs := range svc.Reals.All() {
-				delete(r.conns, dataplane.RealRef{VS: k, RS: rs.Addr})
-			}
-		}
-	}
-}

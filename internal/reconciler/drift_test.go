@@ -14,6 +14,8 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 	"github.com/kube-ipvs/kube-ipvs/internal/runner"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
@@ -57,6 +59,12 @@ func newBlockingReader(rd dataplane.Reader) *blockingReader {
 	return &blockingReader{Reader: rd, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
+// isScan tells whether a read is a scan (digests), not a whole read.
+func isScan(rd *rescan.Read) bool {
+	scan, _, _ := rd.Scanned()
+	return scan
+}
+
 // foldNext waits for the checker's cue and runs the sync that folds its
 // read.
 func (r *rig) foldNext() Status {
@@ -84,9 +92,9 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := newBlockingReader(r.fake)
-	d := &DriftChecker{Rec: r.rec, Reader: br}
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: br}
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	<-br.entered // the read saw the kernel and is stuck
 
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"), ready("10.244.3.2")))
@@ -104,7 +112,7 @@ func TestChangeDuringDriftReadIsAppliedWithoutWaiting(t *testing.T) {
 		t.Fatalf("scan's fold: %+v, want a checked sync that repaired nothing yet", st)
 	}
 	st = r.foldNext()
-	if rd := <-read; rd == nil || rd.scan != nil {
+	if rd := <-read; rd == nil || isScan(rd) {
 		t.Fatalf("drift read failed or was no whole read: %+v", rd)
 	}
 	if st.Failed != 0 || st.Drift != 1 || !st.Checked {
@@ -125,9 +133,9 @@ func TestFullSyncMakesDriftReadStale(t *testing.T) {
 	r.sync(false)
 	ctx := context.Background()
 	br := newBlockingReader(r.fake)
-	d := &DriftChecker{Rec: r.rec, Reader: br}
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: br}
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	<-br.entered
 	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteService, VS: model.VirtualServer{Key: webKey}}); err != nil { // after the read
 		t.Fatal(err)
@@ -150,8 +158,8 @@ func TestIdleFoldChangesNothing(t *testing.T) {
 	r.sync(false)
 	before, _ := r.rec.View().Server(webKey)
 	r.fake.ResetCalls()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	go d.read(context.Background())
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	go d.Check(context.Background())
 	st := r.foldNext()
 	if st.Drift != 0 || st.Ops != 0 || st.Full {
 		t.Fatalf("idle fold: %+v, want nothing", st)
@@ -189,7 +197,7 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 			},
 			Repair: r.rec.DriftWake(), MinInterval: minInterval,
 		}
-		d := &DriftChecker{Rec: r.rec, Reader: r.fake, Period: period}
+		d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake, Period: period}
 		done := make(chan struct{}, 2)
 		go func() { _ = run.Run(ctx); done <- struct{}{} }()
 		go func() { d.Run(ctx); done <- struct{}{} }()
@@ -252,8 +260,8 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.fake.FailNext("Scan", errors.New("interrupted dump"))
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	if rd := d.read(ctx); rd != nil {
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	if rd := d.Check(ctx); rd != nil {
 		t.Fatal("a failed read was handed over")
 	}
 	select {
@@ -266,8 +274,8 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 	}
 
 	r.fake.FailNext("Observe", errors.New("interrupted dump"))
-	read := make(chan *driftRead)
-	go func() { read <- d.read(ctx) }()
+	read := make(chan *rescan.Read)
+	go func() { read <- d.Check(ctx) }()
 	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 {
 		t.Fatalf("the scan's fold: %+v, want nothing repaired", st)
 	}
@@ -320,7 +328,7 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 			r.sync(false)
 			ctx, cancel := context.WithCancel(context.Background())
 			sr := &slowReader{Reader: r.fake, take: tc.take}
-			d := &DriftChecker{Rec: r.rec, Reader: sr, Period: 30 * time.Second}
+			d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: sr, Period: 30 * time.Second}
 			done := make(chan struct{})
 			go func() { d.Run(ctx); close(done) }()
 			go func() { // the sync loop's part: fold each read
@@ -347,18 +355,18 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 // readBesideChange starts a drift read of the rig's kernel (web and dns,
 // synced) and, while it is under way, syncs a change to web: a third
 // endpoint, which touches web's virtual server and its set members.
-func readBesideChange(t *testing.T, r *rig) *driftRead {
+func readBesideChange(t *testing.T, r *rig) *rescan.Read {
 	t.Helper()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	return besideChange(t, r, d.observe)
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	return besideChange(t, r, d.Whole)
 }
 
 // besideChange begins a read, takes it with take, then syncs the change
 // of readBesideChange before the read is handed over.
-func besideChange(t *testing.T, r *rig, take func(context.Context) (*driftRead, error)) *driftRead {
+func besideChange(t *testing.T, r *rig, take func(context.Context, observed.Revision) (*rescan.Read, error)) *rescan.Read {
 	t.Helper()
-	r.rec.drift.begin()
-	rd, err := take(context.Background())
+	_, since := r.rec.Rescans().Begin()
+	rd, err := take(context.Background(), since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,11 +389,11 @@ func TestFoldTrustsUntouchedDigests(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	rd := readBesideChange(t, r)
-	dns := rd.obs.State.Services[dnsKey].Clone()
+	dns := rd.State.Services[dnsKey].Clone()
 	dns.Reals = model.Reals{}
-	rd.obs.State.Services[dnsKey] = dns
-	delete(rd.obs.State.Sets, shim.Entry(shim.Frontends, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
-	r.rec.drift.hand(rd)
+	rd.State.Services[dnsKey] = dns
+	delete(rd.State.Sets, shim.Entry(shim.Frontends, dnsKey.Addr, dnsKey.Proto, dnsKey.Port))
+	r.rec.Rescans().Hand(rd)
 	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked {
 		t.Fatalf("fold: %+v, want a checked sync that compared nothing one by one", st)
 	}
@@ -406,7 +414,7 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: dnsKey}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.3:53")}}); err != nil {
 		t.Fatal(err)
 	}
-	r.rec.drift.hand(readBesideChange(t, r))
+	r.rec.Rescans().Hand(readBesideChange(t, r))
 	if st := r.foldNext(); st.Drift != 2 || st.Ops != 2 {
 		t.Fatalf("fold: %+v, want the real server and the member found and put back", st)
 	}
@@ -420,10 +428,10 @@ func TestDriftBesideChangeRepaired(t *testing.T) {
 
 // scanBesideChange is readBesideChange with a scan: digests and what takes
 // the syncs' changes out of them, no copy of the kernel.
-func scanBesideChange(t *testing.T, r *rig) *driftRead {
+func scanBesideChange(t *testing.T, r *rig) *rescan.Read {
 	t.Helper()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
-	return besideChange(t, r, d.scan)
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
+	return besideChange(t, r, d.Scan)
 }
 
 // TestScanBesideChangeAgrees: a scan that overlapped one of the agent's
@@ -435,12 +443,12 @@ func TestScanBesideChangeAgrees(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	rd := scanBesideChange(t, r)
-	if rd.obs.State.Services != nil || rd.obs.State.Sets != nil || len(rd.scan.members) == 0 {
-		t.Fatalf("a scan kept the table or no member hashes: %d services, %d members", len(rd.obs.State.Services), len(rd.scan.members))
+	if _, _, members := rd.Scanned(); rd.State.Services != nil || rd.State.Sets != nil || members == 0 {
+		t.Fatalf("a scan kept the table or no member hashes: %d services, %d members", len(rd.State.Services), members)
 	}
-	r.rec.drift.hand(rd)
-	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked || rd.wantWhole {
-		t.Fatalf("fold: %+v (whole read asked: %v), want a checked sync that needs no whole read", st, rd.wantWhole)
+	r.rec.Rescans().Hand(rd)
+	if st := r.foldNext(); st.Drift != 0 || st.Ops != 0 || !st.Checked || rd.WantWhole {
+		t.Fatalf("fold: %+v (whole read asked: %v), want a checked sync that needs no whole read", st, rd.WantWhole)
 	}
 }
 
@@ -465,9 +473,9 @@ func TestScanFindsDriftBesideChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			rd := scanBesideChange(t, r)
-			r.rec.drift.hand(rd)
-			if st := r.foldNext(); st.Drift != 0 || !rd.wantWhole {
-				t.Fatalf("fold: %+v (whole read asked: %v), want a whole read asked for", st, rd.wantWhole)
+			r.rec.Rescans().Hand(rd)
+			if st := r.foldNext(); st.Drift != 0 || !rd.WantWhole {
+				t.Fatalf("fold: %+v (whole read asked: %v), want a whole read asked for", st, rd.WantWhole)
 			}
 		})
 	}
@@ -481,12 +489,12 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 	r.webAndDNS()
 	r.sync(false)
 	ctx := context.Background()
-	d := &DriftChecker{Rec: r.rec, Reader: r.fake}
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake}
 	check := func(wantScans, wantWhole, wantDrift int) {
 		t.Helper()
 		r.fake.ResetCalls()
-		read := make(chan *driftRead)
-		go func() { read <- d.read(ctx) }()
+		read := make(chan *rescan.Read)
+		go func() { read <- d.Check(ctx) }()
 		drift := r.foldNext().Drift
 		if wantWhole > 0 {
 			drift += r.foldNext().Drift
@@ -504,4 +512,76 @@ func TestDriftCheckReadsWholeOnlyOnDrift(t *testing.T) {
 	check(1, 1, 1)
 	r.expectDump(webAndDNS)
 	check(1, 0, 0)
+}
+
+// busyReader reads the fake kernel, then, before the read is handed
+// over, has the sync loop's goroutine run a change (during): a sync that
+// every read overlaps.
+type busyReader struct {
+	dataplane.Reader
+	during chan chan struct{}
+}
+
+func (b *busyReader) Observe(ctx context.Context) (dataplane.Observation, error) {
+	obs, err := b.Reader.Observe(ctx)
+	b.change()
+	return obs, err
+}
+
+func (b *busyReader) Scan(ctx context.Context, v dataplane.Visitor) error {
+	err := b.Reader.Scan(ctx, v)
+	b.change()
+	return err
+}
+
+func (b *busyReader) change() {
+	done := make(chan struct{})
+	b.during <- done
+	<-done
+}
+
+// TestDriftOnBusyServiceRepaired: drift on a virtual server whose
+// endpoints change during every read (a busy Service) is still repaired:
+// the reads are folded with the syncs' writes replayed onto them, not
+// skipped on the virtual server the syncs wrote.
+func TestDriftOnBusyServiceRepaired(t *testing.T) {
+	r := newRig(t)
+	r.webAndDNS()
+	r.sync(false)
+	ctx := context.Background()
+	gone := netip.MustParseAddrPort("10.244.1.2:8080")
+	if err := r.fake.Do(ctx, model.Op{Kind: model.DeleteReal, VS: model.VirtualServer{Key: webKey}, RS: model.RealServer{Addr: gone}}); err != nil {
+		t.Fatal(err)
+	}
+	changes := 0
+	busy := &busyReader{Reader: r.fake, during: make(chan chan struct{})}
+	d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: busy}
+	for check := 1; check <= 3; check++ {
+		done := make(chan struct{})
+		go func() { d.Check(ctx); close(done) }()
+	loop:
+		for {
+			select {
+			case <-done:
+				break loop
+			case <-r.rec.DriftWake():
+				r.sync(false)
+			case changed := <-busy.during:
+				changes++
+				r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.2.2"),
+					ready(netip.AddrFrom4([4]byte{10, 244, 3, byte(changes)}).String())))
+				if st := r.sync(false); st.Ops == 0 {
+					t.Error("the change during the read planned nothing")
+				}
+				close(changed)
+			case <-time.After(time.Minute): // a hang, not a timing assert
+				t.Fatal("the check never ended")
+			}
+		}
+		if r.fake.State().Services[webKey].Reals.Has(gone) {
+			t.Logf("repaired by check %d, %d changes beside the reads", check, changes)
+			return
+		}
+	}
+	t.Fatalf("web's real server %s not repaired after 3 checks, each beside a change to web:\n%s", gone, r.fake.Dump())
 }

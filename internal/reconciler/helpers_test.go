@@ -17,6 +17,7 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/fake"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/objects"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -167,10 +168,12 @@ func (r *rig) sync(full bool) Status {
 // and table are the digests of those (a fold trusts them to skip both).
 func (r *rig) checkDigests() {
 	r.t.Helper()
-	if got, want := r.rec.sets, membersDigest(r.rec.observed.Sets); got != want {
+	table, sets := r.rec.obs.Digests()
+	st := r.rec.obs.State()
+	if got, want := sets, observed.MembersDigest(st.Sets); got != want {
 		r.t.Fatalf("the cache's set digest is %+v, its members' %+v", got, want)
 	}
-	if got, want := r.rec.table, tableDigest(r.rec.observed.Services); got != want {
+	if got, want := table, observed.TableDigest(st.Services); got != want {
 		r.t.Fatalf("the cache's table digest is %+v, its table's %+v", got, want)
 	}
 }

@@ -64,12 +64,13 @@ func (a *applier) withhold(deps plan.Deps) {
 // reads the kernel again.
 func (r *Reconciler) withdrawRecord(ctx context.Context, k model.VSKey) {
 	op := model.Op{Kind: model.DeleteSetEntry, Entry: shim.Entry(shim.Frontends, k.Addr, k.Proto, k.Port)}
-	if _, ok := r.observed.Sets[op.Entry]; !ok {
+	if !r.obs.HasMember(op.Entry) {
 		return
 	}
 	if err := applyOp(ctx, r.opt.Dataplane, op); err != nil {
+		r.obs.Tried(op)
 		r.log.Warn("withdraw the record of a foreign virtual server", zap.Stringer("vs", k), zap.Error(err))
 		return
 	}
-	r.applyToCache(op)
+	r.obs.Apply(op, nil)
 }

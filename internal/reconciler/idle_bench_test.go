@@ -7,7 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 )
 
 // BenchmarkIdleFold is what the sync loop pays per period for a drift
@@ -25,8 +27,8 @@ func BenchmarkIdleFold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r.rec.drift.begin()
-		r.rec.drift.hand(&driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})})
+		_, since := r.rec.Rescans().Begin()
+		r.rec.Rescans().Hand(rescan.NewRead(observed.WholeRead(since, obs)))
 		b.StartTimer()
 		st, err := r.rec.Sync(ctx, false)
 		if err != nil || st.Ops != 0 || st.Drift != 0 {
@@ -45,9 +47,9 @@ func BenchmarkFoldDrift(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		r.rec.drift.begin()
-		r.rec.drift.hand(&driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})})
-		if _, n := r.rec.foldDrift(plan.NewScope()); n != 0 {
+		_, since := r.rec.Rescans().Begin()
+		r.rec.Rescans().Hand(rescan.NewRead(observed.WholeRead(since, obs)))
+		if _, n := r.rec.foldRescan(plan.NewScope()); n != 0 {
 			b.Fatalf("%d drifted", n)
 		}
 	}
@@ -64,18 +66,18 @@ func BenchmarkFoldBesideChange(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		r.rec.drift.begin()
+		_, since := r.rec.Rescans().Begin()
 		obs, err := r.fake.Observe(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rd := &driftRead{obs: obs, sets: membersDigest(obs.State.Sets), table: tableDigest(obs.State.Services), done: make(chan struct{})}
+		rd := rescan.NewRead(observed.WholeRead(since, obs))
 		ep := fmt.Sprintf("10.245.%d.%d", i/250%250, i%250+1)
 		r.store.SetSlice(slice("svc-7", corev1.ProtocolTCP, 8080, ready(ep)))
 		if st, err := r.rec.Sync(ctx, false); err != nil || st.Ops == 0 {
 			b.Fatalf("change: %+v, %v", st, err)
 		}
-		r.rec.drift.hand(rd)
+		r.rec.Rescans().Hand(rd)
 		b.StartTimer()
 		st, err := r.rec.Sync(ctx, false)
 		if err != nil || st.Ops != 0 || st.Drift != 0 {

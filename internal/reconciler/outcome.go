@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
@@ -52,9 +53,9 @@ type gone struct {
 	member model.SetEntry
 }
 
-// note adds what op took out of the kernel, op being applied and observed
-// the cache it is not yet folded into.
-func (rm *removed) note(op model.Op, observed model.State) {
+// note adds what op took out of the kernel, op being applied and cache
+// the observed cache it is not yet folded into.
+func (rm *removed) note(op model.Op, cache *observed.Cache) {
 	if !op.Kind.Removes() {
 		return
 	}
@@ -65,7 +66,7 @@ func (rm *removed) note(op model.Op, observed model.State) {
 	case op.Kind == model.DeleteReal:
 		*rm = append(*rm, gone{real: dataplane.RealRef{VS: k, RS: op.RS.Addr}})
 	case op.Kind == model.DeleteService:
-		if svc, ok := observed.Services[k]; ok {
+		if svc, ok := cache.Service(k); ok {
 			for _, rs := range svc.Reals.All() {
 				*rm = append(*rm, gone{real: dataplane.RealRef{VS: k, RS: rs.Addr}})
 			}

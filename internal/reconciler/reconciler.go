@@ -1,9 +1,10 @@
 // Package reconciler owns one Sync: take what changed, translate it, diff it
 // against the cached observed state, apply the operations, and keep the
-// cache in step with what was applied. A full observe of the kernel happens
-// at start and after a failure of the kernel as a whole; drift made by
-// anyone else is found by a DriftChecker reading the kernel once a period
-// beside the syncs (drift.go), never by a full read that changes wait for.
+// observed cache (package observed) in step with what was applied. A full
+// observe of the kernel happens at start and after a failure of the kernel
+// as a whole; drift made by anyone else is found by a rescan reading the
+// kernel once a period beside the syncs (package rescan), whose reads the
+// sync folds into the cache, never by a full read that changes wait for.
 package reconciler
 
 import (
@@ -23,7 +24,9 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/metrics"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/objects"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/rescan"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 	"github.com/kube-ipvs/kube-ipvs/internal/translate"
 )
@@ -81,8 +84,8 @@ type Reconciler struct {
 	opt Options
 	log *zap.Logger
 
-	observed     model.State
-	conns        map[dataplane.RealRef]model.Conns
+	// obs is the observed cache: the kernel's state as the agent knows it.
+	obs          *observed.Cache
 	haveObserved bool
 	needFull     bool
 	prunedOnce   bool // a full sync ran after every source had synced
@@ -134,13 +137,10 @@ type Reconciler struct {
 	// pod CIDRs last seen (PodCIDRsFromNode).
 	shimCfg  shim.Config
 	podCIDRs []netip.Prefix
-	// drift is where the DriftChecker hands its reads over; folded is the
+	// rescans is where the rescan hands its reads over; folded is the
 	// read the running sync folded in.
-	drift  *driftMailbox
-	folded *driftRead
-	// sets and table digest observed.Sets and observed.Services
-	// (digest.go).
-	sets, table digest
+	rescans *rescan.Mailbox
+	folded  *rescan.Read
 	// stale is the conntrack cleanup still to do (conntrack.go).
 	stale staleConntrack
 }
@@ -154,8 +154,10 @@ func New(opt Options) *Reconciler {
 		opt.Log = zap.NewNop()
 	}
 	knownOps(opt.Metrics)
+	cache := observed.New()
 	r := &Reconciler{
 		opt:     opt,
+		obs:     cache,
 		log:     opt.Log.Named("reconciler"),
 		desired: newDesiredSet(),
 		drains:  map[dataplane.RealRef]time.Time{},
@@ -165,7 +167,7 @@ func New(opt Options) *Reconciler {
 		told:    map[model.ServiceName]*told{},
 		made:    map[model.VSKey]struct{}{},
 		metrics: syncMetrics{m: opt.Metrics},
-		drift:   newDriftMailbox(),
+		rescans: rescan.NewMailbox(cache),
 		stale:   newStaleConntrack(),
 	}
 	r.pub.reset()

@@ -98,7 +98,7 @@ func (r *Reconciler) widenToReserved(scope plan.Scope, reserved plan.Reserved) {
 // change concerns: every virtual server keyIn tells, with its address, and
 // every VIP and set member on an address addrIn tells.
 func (r *Reconciler) widenOn(scope plan.Scope, addrIn func(netip.Addr) bool, keyIn func(model.VSKey) bool) {
-	for _, s := range []model.State{r.desired.state, r.observed} {
+	for _, s := range []model.State{r.desired.state, r.obs.State()} {
 		for k := range s.Services {
 			if keyIn(k) {
 				scope.Keys[k] = struct{}{}

@@ -39,10 +39,10 @@ type Status struct {
 	Failing  int
 	Draining int
 	// Checked: this sync compared the whole kernel with its cache (a full
-	// sync's own read, or a drift check's read folded in).
+	// sync's own read, or a rescan's read folded in).
 	Checked bool
-	// Drift counts the virtual servers, addresses and set members a drift
-	// check found changed by someone else, repaired by this sync.
+	// Drift counts the virtual servers, addresses and set members a rescan
+	// found changed by someone else, repaired by this sync.
 	Drift    int
 	Duration time.Duration
 	Err      error
@@ -52,8 +52,8 @@ type Status struct {
 
 // Sync brings the kernel in step with the store. full forces a fresh
 // observe of the kernel and a diff of everything; otherwise only the
-// Services that changed, draining real servers and whatever the drift
-// checker's last read found changed by someone else (drift.go) are diffed
+// Services that changed, draining real servers and whatever the rescan's
+// last read found changed by someone else (rescan.go) are diffed
 // against the cached observed state.
 func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	st := Status{Time: r.opt.Now()}
@@ -74,7 +74,7 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	defer r.closeFolded()
 	var shimErr error
 	if st.Full {
-		r.dropDrift()
+		r.dropRescan()
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
 		}
@@ -85,15 +85,14 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		st.Ops, err = r.print(passes)
 		return r.finish(st, err)
 	}
-	// The rules are repaired on a full sync and when the drift check found
-	// them changed, and written when their configuration changed.
-	if st.Full || (r.folded != nil && r.folded.rulesMissing) || !shimCfg.Equal(r.shimCfg) {
+	// The rules are repaired on a full sync and when the rescan found them
+	// changed, and written when their configuration changed.
+	if st.Full || (r.folded != nil && r.folded.RulesMissing) || !shimCfg.Equal(r.shimCfg) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
-	out, ops := r.apply(ctx, passes, st.Time)
+	out := r.apply(ctx, passes, st.Time)
 	r.canary(ctx, &out)
 	st.Ops = out.planned
-	r.drift.note(r.touched, ops, st.Full)
 	st.Failed = out.failed
 	r.noteFailures(&st, out, tried)
 	err = out.err()
@@ -110,22 +109,6 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		r.clearConntrack(ctx, &st)
 	}
 	return r.finish(st, err)
-}
-
-// dropDrift drops a drift read waiting to be folded: a full sync reads
-// everything afresh.
-func (r *Reconciler) dropDrift() {
-	if rd, _, _ := r.drift.take(); rd != nil {
-		close(rd.done)
-	}
-}
-
-// closeFolded tells the drift checker the read this sync folded is done.
-func (r *Reconciler) closeFolded() {
-	if r.folded != nil {
-		close(r.folded.done)
-		r.folded = nil
-	}
 }
 
 // ensureShim repairs the netfilter rules, and writes them when their
@@ -147,7 +130,7 @@ func (r *Reconciler) ensureShim(ctx context.Context, cfg shim.Config) error {
 		return err
 	}
 	r.shimCfg = cfg
-	r.drift.ensured(cfg)
+	r.rescans.Ensured(cfg)
 	return nil
 }
 
@@ -166,7 +149,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 		}
 	} else {
 		r.widenRetries(st.Time, scope, due)
-		r.folded, st.Drift = r.foldDrift(scope)
+		r.folded, st.Drift = r.foldRescan(scope)
 	}
 	for name := range r.holding {
 		delete(tried, name) // nothing of it is tried
@@ -182,7 +165,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
 	st.Draining = drain(drainInput{
-		desired: desired, observed: observed, conns: r.conns, since: r.drains,
+		desired: desired, observed: observed, conns: r.obs.Conns(), since: r.drains,
 		timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetDrains(r.drains, r.desired.state)
@@ -206,7 +189,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 // passes are made against an empty state of their own, as the cache they
 // are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
-	owner := r.ownerOf(r.observed, r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
+	owner := r.ownerOf(r.obs.State(), r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
 	if full && observed.Empty() && !r.opt.DryRun {
 		return plan.Staged(desired, model.NewState(), owner)
 	}
@@ -220,6 +203,7 @@ func (r *Reconciler) finish(st Status, err error) (Status, error) {
 	st.Duration = r.opt.Now().Sub(st.Time)
 	r.metrics.synced(st)
 	r.publish(st)
+	r.rescans.SyncEnded()
 	if err != nil {
 		r.needFull = true
 		return st, err
@@ -246,11 +230,7 @@ func (r *Reconciler) observe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("observe kernel state: %w", err)
 	}
-	r.observed, r.conns = obs.State, obs.Conns
-	r.sets, r.table = membersDigest(r.observed.Sets), tableDigest(r.observed.Services)
-	if r.conns == nil {
-		r.conns = map[dataplane.RealRef]model.Conns{}
-	}
+	r.obs.Load(obs)
 	r.haveObserved, r.needFull = true, false
 	return nil
 }
@@ -416,7 +396,7 @@ func refusalReason(why plan.Why) string {
 // follows the first two only.
 func (r *Reconciler) everything() plan.Scope {
 	sc := plan.Scope{Keys: map[model.VSKey]struct{}{}, Addrs: map[netip.Addr]struct{}{}}
-	for _, s := range []model.State{r.desired.state, r.observed} {
+	for _, s := range []model.State{r.desired.state, r.obs.State()} {
 		for k := range s.Services {
 			sc.Keys[k] = struct{}{}
 		}
@@ -434,11 +414,11 @@ func (r *Reconciler) everything() plan.Scope {
 // even then: drain replaces the ones it keeps real servers in.
 func (r *Reconciler) scoped(scope plan.Scope, full bool) (desired, observed model.State) {
 	if !full {
-		return scope.Of(r.desired.state), scope.Of(r.observed)
+		return scope.Of(r.desired.state), scope.Of(r.obs.State())
 	}
 	desired = r.desired.state
 	desired.Services = maps.Clone(desired.Services)
-	return desired, r.observed
+	return desired, r.obs.State()
 }
 
 // addDraining widens an incremental scope to the virtual servers with real
@@ -450,8 +430,9 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 		scope.Keys[ref.VS] = struct{}{}
 		refresh[ref.VS] = true
 	}
+	have := r.obs.State().Services
 	for k := range scope.Keys {
-		if want, ok := r.desired.state.Services[k]; ok && hasDeparted(want, r.observed.Services[k]) {
+		if want, ok := r.desired.state.Services[k]; ok && hasDeparted(want, have[k]) {
 			refresh[k] = true
 		}
 	}
@@ -464,14 +445,7 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 			r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
 			continue
 		}
-		have := r.observed.Services[k]
-		for rs, c := range conns {
-			// Only for real servers the cache holds, whose removal
-			// forgets them (forgetConns).
-			if have != nil && have.Reals.Has(rs) {
-				r.conns[dataplane.RealRef{VS: k, RS: rs}] = c
-			}
-		}
+		r.obs.NoteConns(k, conns)
 	}
 }
 
@@ -499,7 +473,7 @@ func (r *Reconciler) drainTimeout(k model.VSKey) time.Duration {
 }
 
 // ownerOf builds the ownership predicate from one observed state: the
-// cached one for a sync, a fresh read for a drift check; nodePortAddrs
+// cached one for a sync, a fresh read for the diff command; nodePortAddrs
 // are the node addresses NodePorts are served on.
 func (r *Reconciler) ownerOf(observed model.State, reserved plan.Reserved, nodePorts map[plan.NodePort]struct{}, nodePortAddrs []netip.Addr) plan.Owner {
 	return plan.NewOwner(observed, nodePortAddrs, plan.OwnerPolicy{

@@ -163,15 +163,16 @@ func (r *Reconciler) publish(st Status) {
 		scope, changed = r.everything(), maps.Keys(r.desired.results)
 	}
 	for k := range scope.Keys {
-		r.shareObserved(k)
+		r.obs.Share(k, r.desired.state.Services[k])
 		if s := r.server(k); s != nil {
 			p.servers.set(k, s)
 		} else {
 			p.servers.delete(k)
 		}
 	}
+	bound := r.obs.State().Addrs
 	for a := range scope.Addrs {
-		mark(&p.vips, a, r.observed.Addrs)
+		mark(&p.vips, a, bound)
 	}
 	for name := range changed {
 		if res, ok := r.desired.results[name]; ok {
@@ -210,12 +211,12 @@ func (p *publisher) store(st Status, node NodeStatus, nodePortAddrs []netip.Addr
 
 // server is one virtual server as it stands now, nil when it is neither
 // wanted nor in the kernel. Both sides are shared, not copied: the
-// desired state is immutable, and the cache copies a service before it
-// changes it (applier.own); where the kernel holds what is wanted the two
-// sides are one value (shareObserved).
+// desired state is immutable, and the observed cache never changes a
+// service it handed out; where the kernel holds what is wanted the two
+// sides are one value (observed.Cache.Share).
 func (r *Reconciler) server(k model.VSKey) *Server {
 	want, wanted := r.desired.state.Services[k]
-	have, inKernel := r.observed.Services[k]
+	have, inKernel := r.obs.Service(k)
 	if !wanted && !inKernel {
 		return nil
 	}

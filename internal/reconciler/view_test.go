@@ -36,8 +36,9 @@ func viewDump(v *View) string {
 // reconciler's own state, in viewDump's form.
 func liveDump(r *Reconciler) string {
 	var b strings.Builder
+	observed := r.obs.State()
 	keys := slices.Collect(maps.Keys(r.desired.state.Services))
-	for k := range r.observed.Services {
+	for k := range observed.Services {
 		if _, ok := r.desired.state.Services[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -46,18 +47,18 @@ func liveDump(r *Reconciler) string {
 	for _, k := range keys {
 		m, _ := r.desired.meta(k)
 		fmt.Fprintf(&b, "%s meta=%s/%s/%s\n", k, m.Service, m.PortName, m.Kind)
-		sides(&b, r.desired.state.Services[k], r.observed.Services[k])
+		sides(&b, r.desired.state.Services[k], observed.Services[k])
 	}
-	fmt.Fprintf(&b, "vips %v\n", r.observed.SortedAddrs())
+	fmt.Fprintf(&b, "vips %v\n", observed.SortedAddrs())
 	fmt.Fprintf(&b, "want addrs %v sets %v\n", r.desired.state.SortedAddrs(), r.desired.state.SortedSetEntries())
 	var t metrics.Table
 	for k, want := range r.desired.state.Services {
-		if have, ok := r.observed.Services[k]; ok && want != nil {
+		if have, ok := observed.Services[k]; ok && want != nil {
 			t.VirtualServers++
 			t.RealServers += have.Reals.Len()
 		}
 	}
-	t.BoundVIPs, t.Draining, t.Invalid = len(r.observed.Addrs), len(r.drains), len(r.metrics.invalid)
+	t.BoundVIPs, t.Draining, t.Invalid = len(observed.Addrs), len(r.drains), len(r.metrics.invalid)
 	t.Failing, t.Refused = len(r.failing), len(r.refused)
 	fmt.Fprintf(&b, "drains %v table %+v checks %v\n", sortedDrains(r.drains), t, r.desired.healthChecks())
 	return b.String()
@@ -202,7 +203,7 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 	web := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
 	shared := func() (n int) {
 		for k, want := range r.rec.desired.state.Services {
-			if r.rec.observed.Services[k] == want {
+			if r.rec.obs.State().Services[k] == want {
 				n++
 			}
 		}
@@ -220,7 +221,7 @@ func TestObservedSharesWhatIsWanted(t *testing.T) {
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2"), ready("10.244.1.3"), ready("10.244.1.4")))
 	r.fake.FailNext("AddReal", fmt.Errorf("boom"))
 	_, _ = r.rec.Sync(context.Background(), false)
-	want, have := r.rec.desired.state.Services[web], r.rec.observed.Services[web]
+	want, have := r.rec.desired.state.Services[web], r.rec.obs.State().Services[web]
 	if want == have || want.Reals.Len() != 3 || have.Reals.Len() != 2 {
 		t.Fatalf("after a failed add: want %v, have %v", want.Reals.All(), have.Reals.All())
 	}
@@ -240,7 +241,7 @@ func TestObservedSharedDuringTheApply(t *testing.T) {
 	r.fake.FailWhen(func(c fake.Call) error {
 		if c.Method == "AddAddr" && own < 0 {
 			own = 0
-			for k, have := range r.rec.observed.Services {
+			for k, have := range r.rec.obs.State().Services {
 				if have != r.rec.desired.state.Services[k] {
 					own++
 				}

@@ -1,0 +1,265 @@
+// Package observed is the agent's copy of the kernel's state (the observed
+// cache) and its only writer: the operations applied to the kernel and the
+// reads of the kernel are folded into it here, and nowhere else. It keeps
+// the digests of its IPVS table and set members in step with every write,
+// copies a virtual server before it changes one it may have handed out
+// (callers never copy), and gives every key a revision so that a read of
+// the kernel made beside the writes folds only what no write changed since
+// the read began.
+package observed
+
+import (
+	"net/netip"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+)
+
+// Cache is the observed state. It is written from one goroutine (the sync
+// loop's); Begin and Drop, which open and close a read of the kernel, are
+// safe from any.
+//
+// What its readers get is shared, never copied: the maps of State and the
+// services of State and Service are the cache's, to read and not to
+// change. A service once handed out is never changed in place afterwards:
+// the next write to it replaces it with a changed copy. The services the
+// cache made or copied since it last handed them out are changed in
+// place, so a cold start that adds a virtual server and then its real
+// servers copies nothing.
+type Cache struct {
+	state model.State
+	conns map[dataplane.RealRef]model.Conns
+	// table and sets digest state.Services and state.Sets.
+	table, sets Digest
+	// owned holds, for each service the cache may change in place, the
+	// generation it was made or copied in; handing out the whole state
+	// starts a new generation, so that none is owned any more.
+	owned map[model.VSKey]uint64
+	gen   uint64
+	revs  revisions
+}
+
+// New returns an empty cache.
+func New() *Cache {
+	c := &Cache{state: model.NewState(), conns: map[dataplane.RealRef]model.Conns{}, owned: map[model.VSKey]uint64{}, gen: 1}
+	c.revs.reset()
+	return c
+}
+
+// Load makes a whole read of the kernel, made by the sync loop itself, the
+// cache. Every read begun before it is stale from now on (Fold drops it).
+func (c *Cache) Load(obs dataplane.Observation) {
+	c.state, c.conns = obs.State, obs.Conns
+	if c.conns == nil {
+		c.conns = map[dataplane.RealRef]model.Conns{}
+	}
+	c.sets, c.table = MembersDigest(c.state.Sets), TableDigest(c.state.Services)
+	c.gen++
+	clear(c.owned)
+	c.revs.load()
+}
+
+// Reserve sizes an empty cache's maps for what is about to be applied (a
+// cold start, which fills it from empty): maps grown from empty to 10,000
+// virtual servers and 130,000 set members rehash a dozen times.
+func (c *Cache) Reserve(services, addrs, sets int) {
+	if !c.state.Empty() {
+		return
+	}
+	c.state = model.SizedState(services, addrs, sets)
+}
+
+// State is the whole observed state, to read: its maps and services are
+// the cache's and must not be changed. The maps change with the next
+// write; a service in them never does (see Cache).
+func (c *Cache) State() model.State {
+	c.gen++
+	return c.state
+}
+
+// Service is the observed virtual server k, to read (see Cache).
+func (c *Cache) Service(k model.VSKey) (*model.Service, bool) {
+	svc, ok := c.state.Services[k]
+	if ok {
+		delete(c.owned, k)
+	}
+	return svc, ok
+}
+
+// HasMember tells whether e is in its set.
+func (c *Cache) HasMember(e model.SetEntry) bool {
+	_, ok := c.state.Sets[e]
+	return ok
+}
+
+// Conns are the connection counters of the real servers the cache holds,
+// to read.
+func (c *Cache) Conns() map[dataplane.RealRef]model.Conns { return c.conns }
+
+// NoteConns records counters read for virtual server k, for the real
+// servers the cache holds only: their removal forgets them.
+func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
+	have, ok := c.state.Services[k]
+	if !ok {
+		return
+	}
+	for rs, n := range conns {
+		if have.Reals.Has(rs) {
+			c.conns[dataplane.RealRef{VS: k, RS: rs}] = n
+		}
+	}
+}
+
+// Apply folds one operation the kernel accepted into the cache: the
+// state, the digests, the connection counters and the key's revision.
+// want is the desired virtual server of the operation's key (nil: none):
+// a virtual server's real servers are sized as it lists them at the first
+// one added, and once the kernel holds exactly want the cache holds want
+// itself rather than a second copy (want is never changed by the cache).
+func (c *Cache) Apply(op model.Op, want *model.Service) {
+	if c.revs.write(op, c.state.Services[op.VS.Key], true) {
+		delete(c.owned, op.VS.Key) // the log's base: never changed
+	}
+	c.own(op)
+	switch op.Target() {
+	case model.TargetMember:
+		c.sumMember(op)
+	case model.TargetAddr:
+	default:
+		c.sumTable(op)
+	}
+	if op.Kind == model.AddReal {
+		c.sizeReals(op.VS.Key, want)
+	}
+	c.forgetConns(op)
+	op.ApplyTo(&c.state)
+	if op.Kind == model.AddReal || op.Kind == model.UpdateReal || op.Kind == model.AddService {
+		c.shareIfDone(op.VS.Key, want)
+	}
+}
+
+// Tried records an operation that failed: the kernel may or may not have
+// made it, so a read begun before it is not trusted on its key either.
+func (c *Cache) Tried(op model.Op) {
+	if c.revs.write(op, c.state.Services[op.VS.Key], false) {
+		delete(c.owned, op.VS.Key)
+	}
+}
+
+// Share makes the cache hold want itself for virtual server k where the
+// kernel holds exactly that, rather than a copy: from then on the two
+// differ only where a sync could not bring the kernel in step.
+func (c *Cache) Share(k model.VSKey, want *model.Service) {
+	if have, ok := c.state.Services[k]; ok && want != nil && have != want && have.Equal(want) {
+		c.state.Services[k] = want
+		delete(c.owned, k)
+	}
+}
+
+// shareIfDone shares want as soon as an operation leaves the kernel's copy
+// equal to it, rather than at the end of the sync: a cold start adds
+// 10,000 virtual servers before their real servers, and would hold their
+// copies whole until its plan is done. Equality is checked only when the
+// counts match, so a large virtual server is compared once, not at each
+// real server.
+func (c *Cache) shareIfDone(k model.VSKey, want *model.Service) {
+	if have, ok := c.state.Services[k]; ok && want != nil && have.Reals.Len() == want.Reals.Len() {
+		c.Share(k, want)
+	}
+}
+
+// own copies the virtual server op is about to change unless the cache
+// owns it (see Cache); a virtual server created is owned.
+func (c *Cache) own(op model.Op) {
+	k := op.VS.Key
+	switch op.Kind {
+	case model.AddService:
+		c.owned[k] = c.gen
+	case model.DeleteService:
+		delete(c.owned, k)
+	case model.UpdateService, model.AddReal, model.UpdateReal, model.DeleteReal:
+		if svc, ok := c.state.Services[k]; ok && c.owned[k] != c.gen {
+			c.state.Services[k] = svc.Clone()
+			c.owned[k] = c.gen
+		}
+	}
+}
+
+// sizeReals sizes the real servers of virtual server k as want lists
+// them, at the first one added: the rest follow in the same plan. Sized at
+// the first real server rather than at the create, so that a cold start
+// does not hold 10,000 sized lists at once.
+func (c *Cache) sizeReals(k model.VSKey, want *model.Service) {
+	if have, ok := c.state.Services[k]; ok && have.Reals.Len() == 0 && want != nil && want.Reals.Len() > 1 {
+		have.Reals.Grow(want.Reals.Len())
+	}
+}
+
+// sumMember counts a set member's add or delete, before it is applied.
+func (c *Cache) sumMember(op model.Op) {
+	held := c.HasMember(op.Entry)
+	switch {
+	case op.Kind == model.AddSetEntry && !held:
+		c.sets.count(MemberHash(op.Entry), 1)
+	case op.Kind == model.DeleteSetEntry && held:
+		c.sets.count(MemberHash(op.Entry), -1)
+	}
+}
+
+// sumTable counts a change to the IPVS table, before it is applied.
+func (c *Cache) sumTable(op model.Op) {
+	k := op.VS.Key
+	svc, ok := c.state.Services[k]
+	switch op.Kind {
+	case model.AddService:
+		if ok {
+			c.table.countService(svc, -1) // replaced whole
+		}
+		c.table.count(VSHash(op.VS), 1)
+	case model.DeleteService:
+		if ok {
+			c.table.countService(svc, -1)
+		}
+	case model.UpdateService:
+		if ok {
+			c.table.count(VSHash(svc.VirtualServer), -1)
+			c.table.count(VSHash(op.VS), 1)
+		}
+	case model.AddReal, model.UpdateReal, model.DeleteReal:
+		if !ok {
+			return
+		}
+		if old, held := svc.Reals.Get(op.RS.Addr); held {
+			c.table.count(RealHash(k, old), -1)
+		}
+		if op.Kind != model.DeleteReal {
+			c.table.count(RealHash(k, op.RS), 1)
+		}
+	}
+}
+
+// forgetConns drops the counters of the real servers an operation removes
+// from the kernel: a real server deleted, or every one of a virtual server
+// deleted or replaced whole. Otherwise every endpoint a rollout replaced
+// would keep an entry until a full sync, which a healthy agent never runs.
+func (c *Cache) forgetConns(op model.Op) {
+	k := op.VS.Key
+	switch op.Kind {
+	case model.DeleteReal:
+		delete(c.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
+	case model.AddService, model.DeleteService:
+		if svc, ok := c.state.Services[k]; ok {
+			c.forgetReals(k, svc)
+		}
+	}
+}
+
+func (c *Cache) forgetReals(k model.VSKey, svc *model.Service) {
+	for _, rs := range svc.Reals.All() {
+		delete(c.conns, dataplane.RealRef{VS: k, RS: rs.Addr})
+	}
+}
+
+// Digests are the cache's digests of its IPVS table and its set members,
+// which every write keeps those of its state (a test's invariant).
+func (c *Cache) Digests() (table, sets Digest) { return c.table, c.sets }

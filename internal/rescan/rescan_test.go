@@ -1,0 +1,178 @@
+package rescan
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
+	"github.com/kube-ipvs/kube-ipvs/internal/plan"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+var (
+	web = model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
+	rs1 = model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080"), Weight: 1}
+)
+
+// kernel is a dataplane.Reader over a state, counting its reads.
+type kernel struct {
+	state           model.State
+	rulesOK         bool
+	failScan        error
+	failObserve     error
+	scans, observes int
+}
+
+func (k *kernel) Observe(context.Context) (dataplane.Observation, error) {
+	k.observes++
+	if k.failObserve != nil {
+		return dataplane.Observation{}, k.failObserve
+	}
+	return dataplane.Observation{State: k.state.Clone()}, nil
+}
+
+func (k *kernel) Scan(_ context.Context, v dataplane.Visitor) error {
+	k.scans++
+	if k.failScan != nil {
+		return k.failScan
+	}
+	for _, key := range k.state.SortedKeys() {
+		svc := k.state.Services[key]
+		v.Service(svc.VirtualServer)
+		for _, rs := range svc.Reals.All() {
+			v.Real(key, rs)
+		}
+	}
+	for a := range k.state.Addrs {
+		v.Addr(a)
+	}
+	for e := range k.state.Sets {
+		v.Member(e)
+	}
+	return nil
+}
+
+func (k *kernel) ShimInPlace(context.Context, shim.Config) (bool, error) { return k.rulesOK, nil }
+
+func webState(reals ...model.RealServer) model.State {
+	s := model.NewState()
+	s.Services[web] = &model.Service{VirtualServer: model.VirtualServer{Key: web, Scheduler: "rr"}, Reals: model.RealsOf(reals)}
+	s.Addrs[web.Addr] = struct{}{}
+	s.Sets[model.NewSetEntry("KUBE-CLUSTER-IP", web.Addr, model.TCP, 80)] = struct{}{}
+	return s
+}
+
+// folder is the sync loop's part: it folds every read handed over into
+// the cache, as the reconciler does, and counts what differed.
+func folder(ctx context.Context, m *Mailbox, c *observed.Cache) (drifted *int, stop func()) {
+	n := new(int)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.Wake():
+			}
+			if rd := m.Take(); rd != nil {
+				f := c.Fold(rd.Read, plan.NewScope())
+				rd.WantWhole = f.Whole
+				*n += f.Drifted
+				rd.Done()
+			}
+		}
+	}()
+	return n, func() { <-done }
+}
+
+// TestCheck: one check is a scan when the kernel agrees with the cache,
+// and a scan then a whole read, folded, when it does not; a failed read
+// hands nothing over.
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		kernel                 model.State
+		rulesOK                bool
+		failScan, failObserve  error
+		scans, observes, drift int
+		handed                 bool
+		rulesMissing           bool
+	}{
+		{name: "agrees", kernel: webState(rs1), rulesOK: true, scans: 1, handed: true},
+		{name: "real server gone", kernel: webState(), rulesOK: true, scans: 1, observes: 1, drift: 1, handed: true},
+		{name: "rules gone", kernel: webState(rs1), scans: 1, handed: true, rulesMissing: true},
+		{name: "scan fails", kernel: webState(), rulesOK: true, failScan: errors.New("interrupted dump"), scans: 1},
+		{name: "whole read fails", kernel: webState(), rulesOK: true, failObserve: errors.New("interrupted dump"), scans: 1, observes: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cache := observed.New()
+			cache.Load(dataplane.Observation{State: webState(rs1)})
+			m := NewMailbox(cache)
+			m.Ensured(shim.Config{})
+			k := &kernel{state: tc.kernel, rulesOK: tc.rulesOK, failScan: tc.failScan, failObserve: tc.failObserve}
+			drifted, stop := folder(ctx, m, cache)
+			c := &Checker{Mailbox: m, Reader: k, Period: time.Minute}
+			rd := c.Check(ctx)
+			cancel()
+			stop()
+			if k.scans != tc.scans || k.observes != tc.observes || *drifted != tc.drift {
+				t.Fatalf("%d scans, %d whole reads, %d drifted; want %d, %d, %d", k.scans, k.observes, *drifted, tc.scans, tc.observes, tc.drift)
+			}
+			if (rd != nil) != tc.handed {
+				t.Fatalf("read handed over: %v, want %v", rd != nil, tc.handed)
+			}
+			if rd != nil && rd.RulesMissing != tc.rulesMissing {
+				t.Fatalf("rules missing: %v, want %v", rd.RulesMissing, tc.rulesMissing)
+			}
+			if got, want := cache.State().Dump(), tc.kernel.Dump(); tc.drift > 0 && got != want {
+				t.Fatalf("cache after the check:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestPause: a read under slowRead waits fastReadShare times its time, a
+// slower one readShare times; never less than the period.
+func TestPause(t *testing.T) {
+	c := &Checker{Period: 30 * time.Second}
+	for _, tc := range []struct{ took, want time.Duration }{
+		{10 * time.Millisecond, 30 * time.Second},
+		{500 * time.Millisecond, 30 * time.Second},
+		{2 * time.Second, 200 * time.Second},
+		{900 * time.Millisecond, 30 * time.Second},
+	} {
+		if got := c.pause(tc.took); got != tc.want {
+			t.Errorf("after a read of %s: %s, want %s", tc.took, got, tc.want)
+		}
+	}
+	c.Period = time.Second
+	if got := c.pause(900 * time.Millisecond); got != 18*time.Second {
+		t.Errorf("short period, fast read: %s, want 18s", got)
+	}
+}
+
+// TestSupersededReadIsDone: a read handed over and never taken is done
+// once the next one begins, so nobody waits for it.
+func TestSupersededReadIsDone(t *testing.T) {
+	cache := observed.New()
+	m := NewMailbox(cache)
+	_, since := m.Begin()
+	rd := NewRead(observed.WholeRead(since, dataplane.Observation{State: model.NewState()}))
+	m.Hand(rd)
+	m.Begin()
+	select {
+	case <-rd.done:
+	default:
+		t.Fatal("the superseded read is not done")
+	}
+	if m.Take() != nil {
+		t.Fatal("the superseded read is still handed over")
+	}
+}
