@@ -205,7 +205,7 @@ start, with one run per tool, a 60 s idle window and changes paced by when each 
   10% of a CPU over 5 s), or "never quiet" within the settle limit.
 - **idle CPU**: CPU a minute over a window of at least two periods of the tool's whole
   reads of the kernel (30 s, the sync periods' default; for kube-ipvs the longer wait its
-  drift check announces in its log when reads are slow), at least BENCH_IDLE, at most
+  rescan announces in its log when reads are slow), at least BENCH_IDLE, at most
   BENCH_IDLE_MAX (a shorter window is flagged and its goal not judged). kube-proxy's
   nftables mode rewrites what someone else changed in its hourly full sync, which no
   window here holds.

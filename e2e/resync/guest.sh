@@ -89,7 +89,7 @@ for tool in $TOOLS; do
   # The last whole read by part (IPVS, addresses, sets) and the drift
   # check's read with its rules check, from the debug log.
   grep 'DEBUG.*reader.*observed' $log | tail -1
-  grep 'drift check read the kernel' $log | tail -1
+  grep 'rescan read the kernel' $log | tail -1
 
   : >/tmp/lat
   c0=$(cpu $pid)
@@ -132,7 +132,7 @@ CHG
   ipset del KUBE-IPVS-CLUSTER-IP $v4,tcp:80
   mdel=$(waitfor $REPAIR hasmember $v4,tcp:80)
   # What one check of the netfilter rules costs (both families, as a
-  # drift check's table read and a full sync run it).
+  # rescan's table read and a full sync run it).
   s=$(now)
   iptables-save >/dev/null; ip6tables-save >/dev/null
   echo "resync-vm: iptables-save + ip6tables-save took $(since "$s") s"

@@ -1,6 +1,6 @@
 // Package agent assembles the node agent from one configuration and runs
 // it: the source, the reconciler on a dataplane, the runner that drives
-// it, the rescan (the drift checker), the health tracker and health-check ports, the
+// it, the rescan, the health tracker and health-check ports, the
 // listeners (health, metrics, debug pages) and the metrics registry. It
 // also makes the decisions that need the running node: its name, its host
 // addresses, waiting for its pod CIDRs. cmd/kube-ipvs parses flags and

@@ -119,7 +119,7 @@ func (a *agent) reconcilerOptions(dp dataplane.Dataplane, out io.Writer) reconci
 		Metrics:          a.m,
 	}
 	if a.reader != nil {
-		opt.Views = a.reader
+		opt.Reader = a.reader
 	}
 	return opt
 }
@@ -173,7 +173,7 @@ func (a *agent) ready(ctx context.Context) error {
 // made by anyone else is found (kube-proxy's meaning of the flag: how
 // often the rules are refreshed).
 func (a *agent) rescan() *rescan.Checker {
-	return &rescan.Checker{Mailbox: a.rec.Rescans(), Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("drift")}
+	return &rescan.Checker{Mailbox: a.rec.Rescans(), Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("rescan")}
 }
 
 // syncLoop runs a sync on every change and every repair the rescan

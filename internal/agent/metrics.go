@@ -84,7 +84,7 @@ func (a *agent) triggers(ctx context.Context) <-chan struct{} {
 		default: // one pending trigger is enough: the runner coalesces
 		}
 	}
-	changes, repairs := a.src.store.Notify(), a.rec.DriftWake()
+	changes, repairs := a.src.store.Notify(), a.rec.RescanWake()
 	go func() {
 		for {
 			select {

@@ -23,7 +23,7 @@ func (p debugPages) Status() status.Report { return status.Build(p.node, p.rec.V
 
 // Diff implements server.Inspector.
 func (p debugPages) Diff(ctx context.Context) ([]string, error) {
-	ops, err := p.rec.Drift(ctx)
+	ops, err := p.rec.Diff(ctx)
 	lines := make([]string, len(ops))
 	for i, op := range ops {
 		lines[i] = op.String()

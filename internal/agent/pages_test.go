@@ -94,7 +94,7 @@ func TestPagesAnswerWhileASyncIsStuck(t *testing.T) {
 	rec := reconciler.New(reconciler.Options{
 		// The kernel reader reads the same kernel through its own handle,
 		// as the agent's does.
-		Dataplane: kernel, Views: kernel.Fake, Store: store,
+		Dataplane: kernel, Reader: kernel.Fake, Store: store,
 		Translate: translate.Config{NodeName: "node-a", Scheduler: "rr", Families: model.Families{IPv4: true}, DrainTimeout: time.Minute},
 		Shim:      shim.Config{Families: model.Families{IPv4: true}},
 	})

@@ -581,9 +581,8 @@ func (d *desiredSet) remove(name model.ServiceName, scope plan.Scope) []model.VS
 
 // refs counts the Services that need each member of a set, beyond the
 // first: nearly every VIP and set member is needed by one Service only, so
-// a count for each would be a second copy of the set (at 10,000 Services,
-// 7 MB for the set members). A member is in the set while any Service
-// needs it.
+// a count for each would be a second copy of the set, as large as the set.
+// A member is in the set while any Service needs it.
 type refs[K comparable] map[K]int
 
 // add notes one more Service needing k, putting it in set.
@@ -605,14 +604,6 @@ func (r refs[K]) drop(set map[K]struct{}, k K) {
 	default:
 		delete(set, k)
 	}
-}
-
-// count is how many Services need k.
-func (r refs[K]) count(set map[K]struct{}, k K) int {
-	if _, ok := set[k]; !ok {
-		return 0
-	}
-	return 1 + r[k]
 }
 
 // healthChecks lists the held Services' health checks by port. Two

@@ -19,7 +19,7 @@ type drainInput struct {
 }
 
 // drain decides the fate of real servers that left their Service while the
-// virtual server stays (DESIGN.md, KEP-1669): a TCP/SCTP real server is kept
+// virtual server stays (KEP-1669): a TCP/SCTP real server is kept
 // at weight 0 until its connections reach zero or its drain timeout passes,
 // so established connections finish; a UDP real server goes at once (UDP
 // has no end of connection to wait for; the sync deletes its conntrack

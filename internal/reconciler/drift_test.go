@@ -70,7 +70,7 @@ func isScan(rd *rescan.Read) bool {
 func (r *rig) foldNext() Status {
 	r.t.Helper()
 	select {
-	case <-r.rec.DriftWake():
+	case <-r.rec.RescanWake():
 	case <-time.After(time.Minute): // a hang, not a timing assert
 		r.t.Fatal("the drift read never asked for a sync")
 	}
@@ -195,7 +195,7 @@ func TestForeignChangesRepairedWithinPeriod(t *testing.T) {
 				}
 				return st.Requeue, err
 			},
-			Repair: r.rec.DriftWake(), MinInterval: minInterval,
+			Trigger: r.rec.RescanWake(), MinInterval: minInterval,
 		}
 		d := &rescan.Checker{Mailbox: r.rec.Rescans(), Reader: r.fake, Period: period}
 		done := make(chan struct{}, 2)
@@ -265,7 +265,7 @@ func TestFailedDriftReadRepairsNothing(t *testing.T) {
 		t.Fatal("a failed read was handed over")
 	}
 	select {
-	case <-r.rec.DriftWake():
+	case <-r.rec.RescanWake():
 		t.Fatal("a failed read woke the sync loop")
 	default:
 	}
@@ -336,7 +336,7 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 					select {
 					case <-ctx.Done():
 						return
-					case <-r.rec.DriftWake():
+					case <-r.rec.RescanWake():
 						_, _ = r.rec.Sync(ctx, false)
 					}
 				}
@@ -564,7 +564,7 @@ func TestDriftOnBusyServiceRepaired(t *testing.T) {
 			select {
 			case <-done:
 				break loop
-			case <-r.rec.DriftWake():
+			case <-r.rec.RescanWake():
 				r.sync(false)
 			case changed := <-busy.during:
 				changes++

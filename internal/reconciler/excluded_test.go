@@ -150,7 +150,7 @@ func TestNamedNodePortAdopted(t *testing.T) {
 		t.Fatalf("warnings %q", r.warn.warnings)
 	}
 	// The views, on their own goroutine, read the nodePorts as the sync.
-	if ops, err := r.rec.Drift(context.Background()); err != nil || len(ops) != 0 {
+	if ops, err := r.rec.Diff(context.Background()); err != nil || len(ops) != 0 {
 		t.Fatalf("drift after the sync: %v %v", ops, err)
 	}
 	r.store.DeleteService(model.ServiceName{Namespace: "default", Name: "np"})

@@ -243,3 +243,11 @@ func parseKey(t testing.TB, flag, ap string) model.VSKey {
 	a := netip.MustParseAddrPort(ap)
 	return model.NewVSKey(p, a.Addr(), a.Port())
 }
+
+// count is how many Services need k (only the tests ask).
+func (r refs[K]) count(set map[K]struct{}, k K) int {
+	if _, ok := set[k]; !ok {
+		return 0
+	}
+	return 1 + r[k]
+}

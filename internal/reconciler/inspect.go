@@ -9,16 +9,16 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/plan"
 )
 
-// Drift reads the kernel afresh and returns what the agent would change
+// Diff reads the kernel afresh and returns what the agent would change
 // now: empty at steady state. Draining real servers count as wanted at
 // weight 0, as they are during a sync. Nothing is applied or cached.
 //
 // It compares the published View with its own read of the kernel (through
-// Options.Views), so it never waits for a sync; during a sync it may show
+// Options.Reader), so it never waits for a sync; during a sync it may show
 // operations that sync is about to apply.
-func (r *Reconciler) Drift(ctx context.Context) ([]model.Op, error) {
+func (r *Reconciler) Diff(ctx context.Context) ([]model.Op, error) {
 	v := r.View()
-	obs, err := r.views().Observe(ctx)
+	obs, err := r.reader().Observe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("observe kernel state: %w", err)
 	}
@@ -30,10 +30,10 @@ func (r *Reconciler) Drift(ctx context.Context) ([]model.Op, error) {
 	return plan.Diff(desired, obs.State, r.ownerOf(obs.State, r.publishedReserved(), r.publishedNodePorts(), r.NodePortAddrs())), nil
 }
 
-// views is the kernel reader of the views.
-func (r *Reconciler) views() Observer {
-	if r.opt.Views != nil {
-		return r.opt.Views
+// reader is the kernel reader Diff uses.
+func (r *Reconciler) reader() Observer {
+	if r.opt.Reader != nil {
+		return r.opt.Reader
 	}
 	return r.opt.Dataplane
 }

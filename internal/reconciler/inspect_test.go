@@ -21,7 +21,7 @@ func TestDriftIsEmptyAtSteadyStateAndShowsChanges(t *testing.T) {
 	r.store.SetSlice(slice("web", corev1.ProtocolTCP, 8080, ready("10.244.1.2")))
 	r.sync(false) // 10.244.2.2 drains at weight 0
 
-	ops, err := r.rec.Drift(context.Background())
+	ops, err := r.rec.Diff(context.Background())
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("drift at steady state (with a drain): %v %v", ops, err)
 	}
@@ -36,7 +36,7 @@ func TestDriftIsEmptyAtSteadyStateAndShowsChanges(t *testing.T) {
 	if err := r.fake.Do(ctx, model.Op{Kind: model.UpdateReal, VS: model.VirtualServer{Key: vs}, RS: model.RealServer{Addr: netip.MustParseAddrPort("10.244.1.2:8080"), Weight: 5}}); err != nil {
 		t.Fatal(err)
 	}
-	ops, err = r.rec.Drift(ctx)
+	ops, err = r.rec.Diff(ctx)
 	var lines []string
 	for _, op := range ops {
 		lines = append(lines, op.String())

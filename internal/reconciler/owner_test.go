@@ -27,7 +27,7 @@ func TestDriftOwnsFromTheFreshRead(t *testing.T) {
 	if err := r.fake.Do(ctx, model.Op{Kind: model.AddSetEntry, Entry: shim.Entry(shim.ClusterIP, orphan, model.TCP, 80)}); err != nil {
 		t.Fatal(err)
 	}
-	drift, err := r.rec.Drift(ctx)
+	drift, err := r.rec.Diff(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,10 +68,10 @@ type Options struct {
 	DryRun bool
 	Out    io.Writer
 	Log    *zap.Logger
-	// Views observes the kernel for Drift, apart from Dataplane so that a
+	// Reader reads the kernel for Diff, apart from Dataplane so that a
 	// diff never queues behind a sync's kernel call (the linux dataplane
 	// serializes its calls); nil: Dataplane.
-	Views    Observer
+	Reader   Observer
 	Recorder Recorder         // may be nil
 	Now      func() time.Time // nil: time.Now
 	Metrics  *metrics.Metrics // may be nil

@@ -49,6 +49,6 @@ func (r *Reconciler) closeFolded() {
 // Rescans is where a rescan.Checker hands its reads to this reconciler.
 func (r *Reconciler) Rescans() *rescan.Mailbox { return r.rescans }
 
-// DriftWake is the runner's cue that a rescan's read waits to be folded:
+// RescanWake is the runner's cue that a rescan's read waits to be folded:
 // it should sync (incrementally) soon.
-func (r *Reconciler) DriftWake() <-chan struct{} { return r.rescans.Wake() }
+func (r *Reconciler) RescanWake() <-chan struct{} { return r.rescans.Wake() }

@@ -300,9 +300,9 @@ type translation struct {
 }
 
 // parallelFrom is how many Services each worker must have to translate
-// before a sync translates them in parallel (translateAll): a cold start's
-// 10,000 took 7 CPU-s in the VM (issue 12), while a change's one or two
-// would pay more to start the workers than they save.
+// before a sync translates them in parallel (translateAll): a cold start
+// translates every Service and is bound by the CPU, while a change's one or
+// two would pay more to start the workers than they save.
 const parallelFrom = 256
 
 // translateAll translates the named Services, in order of names. Each
@@ -409,8 +409,7 @@ func (r *Reconciler) everything() plan.Scope {
 
 // scoped is the part of the desired and observed states a sync plans: the
 // scope's, or on a full sync the whole states, shared rather than copied
-// (at 10,000 Services the copies of their set members alone held 40 MB at
-// the start's peak). The desired services are put in a map of their own
+// (a copy of the whole sets would double the start's peak memory). The desired services are put in a map of their own
 // even then: drain replaces the ones it keeps real servers in.
 func (r *Reconciler) scoped(scope plan.Scope, full bool) (desired, observed model.State) {
 	if !full {

@@ -167,7 +167,7 @@ func TestViewsRunDuringSyncs(t *testing.T) {
 			}
 			v := r.rec.View()
 			_ = viewDump(v)
-			if _, err := r.rec.Drift(context.Background()); err != nil {
+			if _, err := r.rec.Diff(context.Background()); err != nil {
 				done <- err
 				return
 			}

@@ -77,7 +77,7 @@ func (c *Checker) Run(ctx context.Context) {
 		took := c.spent
 		next := c.pause(took)
 		if next > c.Period {
-			c.log().Info("drift check: the next read waits longer than the sync period, the kernel being slow to read",
+			c.log().Info("rescan: the next read waits longer than the sync period, the kernel being slow to read",
 				zap.Duration("took", took), zap.Duration("period", c.Period), zap.Duration("next", next))
 		}
 		timer.Reset(next)
@@ -105,7 +105,7 @@ func (c *Checker) Check(ctx context.Context) *Read {
 	if rd == nil || ctx.Err() != nil || !rd.WantWhole {
 		return rd // (ended before the fold: WantWhole is not to be read)
 	}
-	c.log().Info("drift check: the kernel differs from what the agent holds; reading it whole to repair it")
+	c.log().Info("rescan: the kernel differs from what the agent holds; reading it whole to repair it")
 	return c.readOnce(ctx, c.Whole)
 }
 
@@ -123,12 +123,12 @@ func (c *Checker) readOnce(ctx context.Context, take func(context.Context, obser
 		rd.RulesMissing = !ok
 	}
 	c.spent += time.Since(began)
-	c.log().Log(logv.V(logv.Sync), "drift check read the kernel", zap.Bool("whole", err == nil && !isScan(rd)),
+	c.log().Log(logv.V(logv.Sync), "rescan read the kernel", zap.Bool("whole", err == nil && !isScan(rd)),
 		zap.Duration("table", read), zap.Duration("rules", time.Since(began)-read))
 	if err != nil {
 		m.Abort()
 		if ctx.Err() == nil {
-			c.log().Warn("drift check: read the kernel", zap.Error(err))
+			c.log().Warn("rescan: read the kernel", zap.Error(err))
 		}
 		return nil
 	}

@@ -17,11 +17,10 @@ type SyncFunc func(ctx context.Context, full bool) (requeue time.Duration, err e
 
 // Runner is the coalescing sync loop.
 type Runner struct {
-	Sync    SyncFunc
-	Trigger <-chan struct{} // something changed (coalesced by the sender)
-	// Repair asks for an incremental sync as Trigger does: a drift check
-	// has read part of the kernel for the sync to fold in (may be nil).
-	Repair      <-chan struct{}
+	Sync SyncFunc
+	// Trigger asks for an incremental sync: something changed, or a rescan
+	// has read the kernel for the sync to fold in (coalesced by the sender).
+	Trigger     <-chan struct{}
 	MinInterval time.Duration
 	// Backoff is the first retry delay after a failure, doubled per failure
 	// up to MaxBackoff.
@@ -50,9 +49,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-r.Trigger:
-			l.dirty = true
-			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
-		case <-r.Repair:
 			l.dirty = true
 			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
 		case <-timer.C:

@@ -119,18 +119,18 @@ func TestRequeueAsksForAnEarlyIncrementalSync(t *testing.T) {
 	}
 }
 
-// TestWaitsForTriggers: only the first sync is full; a Repair cue (a drift read to fold) brings an incremental sync,
+// TestWaitsForTriggers: only the first sync is full; a trigger (a change, or a rescan read to fold) brings an incremental sync,
 // MinInterval after the last, like a change does.
 func TestWaitsForTriggers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &harness{start: time.Now()}
-		repair := make(chan struct{}, 1)
-		r := &Runner{Sync: h.sync, Repair: repair, MinInterval: time.Second, Backoff: time.Second, MaxBackoff: 8 * time.Second}
+		trigger := make(chan struct{}, 1)
+		r := &Runner{Sync: h.sync, Trigger: trigger, MinInterval: time.Second, Backoff: time.Second, MaxBackoff: 8 * time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
 		time.Sleep(10 * time.Minute)
-		repair <- struct{}{}
+		trigger <- struct{}{}
 		time.Sleep(time.Minute)
 		cancel()
 		<-done
@@ -143,7 +143,7 @@ func TestWaitsForTriggers(t *testing.T) {
 
 // TestFailureReadsWholeAgain: a failed sync is
 // retried as a full one after its backoff (the cache is in doubt), a
-// Repair cue during the backoff waits for it, and once a sync succeeds
+// trigger during the backoff waits for it, and once a sync succeeds
 // nothing full runs again.
 func TestFailureReadsWholeAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -153,15 +153,15 @@ func TestFailureReadsWholeAgain(t *testing.T) {
 			}
 			return nil
 		}}
-		trigger, repair := make(chan struct{}, 1), make(chan struct{}, 1)
-		r := &Runner{Sync: h.sync, Trigger: trigger, Repair: repair, MinInterval: time.Second, Backoff: 4 * time.Second, MaxBackoff: 8 * time.Second}
+		trigger := make(chan struct{}, 1)
+		r := &Runner{Sync: h.sync, Trigger: trigger, MinInterval: time.Second, Backoff: 4 * time.Second, MaxBackoff: 8 * time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
 		time.Sleep(time.Minute)
 		trigger <- struct{}{} // fails
 		time.Sleep(time.Second)
-		repair <- struct{}{} // within the backoff
+		trigger <- struct{}{} // within the backoff
 		time.Sleep(10 * time.Minute)
 		cancel()
 		<-done

@@ -106,7 +106,7 @@ kubeproxy_network_programming_duration_seconds_count 13
 }
 
 func TestDriftNext(t *testing.T) {
-	log := "2026-12-03T14:00:00Z\tINFO\tdrift\tdrift check: the next read waits longer than the sync period, the kernel being slow to read\t{\"took\": \"3.2s\", \"period\": \"30s\", \"next\": \"5m20s\"}\n"
+	log := "2026-12-03T14:00:00Z\tINFO\trescan\trescan: the next read waits longer than the sync period, the kernel being slow to read\t{\"took\": \"3.2s\", \"period\": \"30s\", \"next\": \"5m20s\"}\n"
 	g := reDriftNext.FindStringSubmatch(log)
 	if g == nil || g[1] != "5m20s" {
 		t.Fatalf("got %v", g)

@@ -221,12 +221,12 @@ func (w *kubeWatch) wait() (kube, synced float64, from string) {
 
 // syncPeriod is every tool's default period of whole syncs or reads of
 // the kernel: kube-proxy's --ipvs-sync-period and --nftables-sync-period,
-// kube-ipvs's --ipvs-sync-period (its drift check). kube-proxy's nftables
+// kube-ipvs's --ipvs-sync-period (its rescan). kube-proxy's nftables
 // mode rewrites what someone else changed only in its hourly full sync;
 // that is not what its idle window can hold.
 const syncPeriod = 30 * time.Second
 
-// reDriftNext: kube-ipvs announces a drift check spaced wider than its
+// reDriftNext: kube-ipvs announces a rescan spaced wider than its
 // period ("... waits longer than the sync period" with "next": "5m10s").
 var reDriftNext = regexp.MustCompile(`waits longer than the sync period.*"next": ?"([^"]+)"`)
 
