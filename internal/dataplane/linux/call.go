@@ -24,8 +24,10 @@ type kernelSockets interface {
 // calls runs kernel calls on sockets of type H: serialized, on live
 // sockets, each bounded by its context's deadline (or by timeout when it has
 // none). A call runs in its caller's goroutine and its sockets end every
-// wait at the deadline or at the context's cancellation, so a call that
-// returns has nothing left running. A call cut short may leave answers
+// wait at the deadline (the package's own sockets at the context's
+// cancellation too; the library's rtnetlink socket, which takes no
+// context, only at the deadline), so a call that returns has nothing left
+// running. A call cut short may leave answers
 // queued on its sockets, so they are closed and never given to another
 // call: the next one opens fresh ones. IPVS and rtnetlink calls
 // (Dataplane) and ipset calls (Shim) each have their own.
@@ -88,7 +90,7 @@ func call[H kernelSockets, T any](ctx context.Context, c *calls[H], what string,
 		// and may pass a moment before the context says so.)
 		c.drop()
 		c.log.Warn("kernel call cut short", zap.String("op", what), zap.Error(err))
-		return zero, fmt.Errorf("%s: %w", what, cmp.Or(ctx.Err(), context.DeadlineExceeded))
+		return zero, fmt.Errorf("%s: %w (%w)", what, cmp.Or(ctx.Err(), context.DeadlineExceeded), err)
 	}
 	return v, err
 }

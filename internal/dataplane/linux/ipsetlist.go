@@ -40,9 +40,10 @@ const (
 )
 
 // ipsetNames lists the names of the kernel's sets, without their members,
-// as `ipset list -n` does: listing every set whole to learn the names read
-// every member of a set of 100,000 (past the contract suite's cleanup
-// deadline in the VM) and named such a set once per message it spans.
+// as `ipset list -n` does: listing every set whole to learn the names
+// would read every member of every set (a cost that grows with the sets,
+// for a list of a few names) and name a large set once per message it
+// spans.
 func ipsetNames(ctx context.Context) ([]string, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint8(ipsetAttrProto, ipsetProtocol)
