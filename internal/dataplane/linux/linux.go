@@ -155,7 +155,7 @@ func New(opts Options) (*Dataplane, error) {
 		d.ipvsFamily = fam
 		return err
 	})
-	if errors.Is(err, dataplane.ErrUnsupported) {
+	if ipvsAbsent(err) {
 		return nil, fmt.Errorf("IPVS is not available in this kernel: load ip_vs (modprobe ip_vs) or use a kernel built with CONFIG_IP_VS (%v): %w",
 			err, dataplane.ErrUnsupported)
 	}
@@ -163,6 +163,14 @@ func New(opts Options) (*Dataplane, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// ipvsAbsent tells whether looking IPVS up failed because this kernel has
+// none: no IPVS family, or no generic netlink at all (a kernel without it,
+// or an emulator such as qemu-user that passes only routing netlink,
+// refuses the socket itself).
+func ipvsAbsent(err error) bool {
+	return errors.Is(err, dataplane.ErrUnsupported) || errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT)
 }
 
 func openHandles() (*handles, error) {
