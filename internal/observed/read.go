@@ -48,6 +48,10 @@ func WholeRead(since Revision, obs dataplane.Observation) *Read {
 		sets: MembersDigest(obs.State.Sets), table: TableDigest(obs.State.Services)}
 }
 
+// Partial tells whether the read is of the link's addresses alone, or of
+// nothing the cache holds (AddrsRead).
+func (rd *Read) Partial() bool { return rd.partial }
+
 // Scanned tells whether the read is a scan, and how many virtual servers
 // and member hashes it kept.
 func (rd *Read) Scanned() (scan bool, services, members int) {
