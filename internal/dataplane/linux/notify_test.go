@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
 // watched collects what Watch reports.
@@ -132,3 +133,17 @@ func TestWatchReportsTheLinkAndTheShimTables(t *testing.T) {
 		t.Fatalf("LinkAddrs: %v, want 10.96.0.11 alone", addrs)
 	}
 }
+
+// Watch, LinkAddrs and Backend reach the linux dataplane through the
+// contract's wrappers, so that it runs the contract's announcements.
+func (s switchable) Watch(ctx context.Context, report func(dataplane.Event)) {
+	s.linux().Watch(ctx, report)
+}
+
+func (s switchable) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error) {
+	return s.linux().LinkAddrs(ctx)
+}
+
+func (s switchable) Backend(ctx context.Context) shim.Backend { return s.linux().Backend(ctx) }
+
+func (s switchable) linux() *linux.Dataplane { return s.Dataplane.(*linux.Dataplane) }
