@@ -22,6 +22,9 @@ type announceRig struct {
 	*rig
 	cancel func()
 	done   chan struct{}
+	// checked counts the incremental syncs that compared the whole kernel
+	// with the cache (Status.Checked).
+	checked int
 }
 
 const (
@@ -52,6 +55,9 @@ func newAnnounceRig(t *testing.T) *announceRig {
 	run := &runner.Runner{
 		Sync: func(ctx context.Context, full bool) (time.Duration, error) {
 			st, err := r.rec.Sync(ctx, full)
+			if st.Checked && !st.Full {
+				r.checked++
+			}
 			return st.Requeue, err
 		},
 		Trigger: trigger, MinInterval: announceMinInterval,
@@ -121,8 +127,10 @@ func TestOwnAnnouncementsRepairNothing(t *testing.T) {
 			t.Fatalf("start: %d binds, %d unbinds, %d rule writes; want 2, 0, 1", calls["AddAddr"], calls["DeleteAddr"], r.fake.RuleWrites())
 		}
 
-		// A new Service: its VIP is bound by a sync, announced, read.
+		// A new Service: its VIP is bound by a sync, announced, read
+		// alone (no sync folding it claims to have checked the kernel).
 		r.fake.ResetCalls()
+		checked := r.checked
 		r.store.SetService(service("api", "10.96.0.1", corev1.ProtocolTCP, 443))
 		r.store.SetSlice(slice("api", corev1.ProtocolTCP, 6443, ready("10.244.1.9")))
 		time.Sleep(5 * time.Second)
@@ -130,6 +138,9 @@ func TestOwnAnnouncementsRepairNothing(t *testing.T) {
 		calls = r.fake.Calls()
 		if calls["AddAddr"] != 1 || calls["DeleteAddr"] != 0 || calls["LinkAddrs"] != 1 {
 			t.Fatalf("a new Service: %d binds, %d unbinds, %d reads of the addresses; want 1, 0, 1", calls["AddAddr"], calls["DeleteAddr"], calls["LinkAddrs"])
+		}
+		if r.checked != checked {
+			t.Fatalf("%d syncs folding a read of the addresses alone said they checked the whole kernel", r.checked-checked)
 		}
 
 		// At rest: nothing is announced, nothing read, nothing written.
