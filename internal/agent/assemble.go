@@ -171,9 +171,15 @@ func (a *agent) ready(ctx context.Context) error {
 // rescan reads the whole kernel once per --ipvs-sync-period beside
 // the syncs, on the kernel reader's sockets: the period within which drift
 // made by anyone else is found (kube-proxy's meaning of the flag: how
-// often the rules are refreshed).
+// often the rules are refreshed). The kernel reader also follows the
+// kernel's announcements, so that a VIP or an iptables-nft rule changed by
+// anyone else is read again and repaired at once.
 func (a *agent) rescan() *rescan.Checker {
-	return &rescan.Checker{Mailbox: a.rec.Rescans(), Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("rescan")}
+	c := &rescan.Checker{Mailbox: a.rec.Rescans(), Reader: a.reader, Period: a.c.SyncPeriod, Log: a.log.Named("rescan")}
+	if n, ok := a.reader.(dataplane.Notifier); ok {
+		c.Notify = n
+	}
+	return c
 }
 
 // syncLoop runs a sync on every change and every repair the rescan

@@ -29,6 +29,17 @@ type Read struct {
 	// copy of the table. nil for a whole read.
 	perVS   map[model.VSKey]Digest
 	members []uint64
+	// partial: the read is of the link's addresses alone (State.Addrs),
+	// or of nothing the cache holds (State.Addrs nil).
+	partial bool
+}
+
+// AddrsRead is a read of the link's addresses alone (nil: none read, as a
+// check of the rules alone), begun at since: its fold compares those and
+// leaves the table and the set members as the cache holds them. It is
+// what the rescan reads when the kernel announced the addresses changed.
+func AddrsRead(since Revision, addrs map[netip.Addr]struct{}) *Read {
+	return &Read{Since: since, State: model.State{Addrs: addrs}, partial: true}
 }
 
 // WholeRead is a whole read of the kernel, begun at since.
@@ -36,6 +47,10 @@ func WholeRead(since Revision, obs dataplane.Observation) *Read {
 	return &Read{Since: since, State: obs.State, Conns: obs.Conns,
 		sets: MembersDigest(obs.State.Sets), table: TableDigest(obs.State.Services)}
 }
+
+// Partial tells whether the read is of the link's addresses alone, or of
+// nothing the cache holds (AddrsRead).
+func (rd *Read) Partial() bool { return rd.partial }
 
 // Scanned tells whether the read is a scan, and how many virtual servers
 // and member hashes it kept.
@@ -141,6 +156,12 @@ func (c *Cache) Fold(rd *Read, scope plan.Scope) Folded {
 		return Folded{Stale: true}
 	}
 	var f Folded
+	if rd.partial {
+		if rd.State.Addrs != nil {
+			f.Drifted += c.foldAddrs(rd, moved, scope)
+		}
+		return f
+	}
 	tableOK, setsOK := c.tableAgrees(rd, moved), c.setsAgree(rd, moved)
 	if rd.perVS != nil && (!tableOK || !setsOK || !c.scanExplained(rd, logs)) {
 		f.Whole = true
@@ -152,12 +173,17 @@ func (c *Cache) Fold(rd *Read, scope plan.Scope) Folded {
 	if rd.perVS == nil {
 		f.Drifted += c.foldRebased(rd, logs, scope)
 	}
-	f.Drifted += foldSet(c, c.state.Addrs, rd.State.Addrs, moved.addrs, scope.Addrs, func(k *keys) map[netip.Addr]Revision { return k.addrs })
+	f.Drifted += c.foldAddrs(rd, moved, scope)
 	if !setsOK {
 		f.Drifted += foldSet(c, c.state.Sets, rd.State.Sets, moved.sets, scope.Sets, func(k *keys) map[model.SetEntry]Revision { return k.sets })
 		c.sets = MembersDigest(c.state.Sets)
 	}
 	return f
+}
+
+// foldAddrs folds the read's addresses one by one: there are few.
+func (c *Cache) foldAddrs(rd *Read, moved keys, scope plan.Scope) int {
+	return foldSet(c, c.state.Addrs, rd.State.Addrs, moved.addrs, scope.Addrs, func(k *keys) map[netip.Addr]Revision { return k.addrs })
 }
 
 // scanExplained tells whether the scan's digest of every virtual server

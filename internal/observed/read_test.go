@@ -1,6 +1,8 @@
 package observed
 
 import (
+	"maps"
+	"net/netip"
 	"testing"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
@@ -27,6 +29,8 @@ func TestFold(t *testing.T) {
 		during  []model.Op // the agent, after the read began
 		tried   []model.Op // the agent, failed, after the read began
 		scan    bool
+		addrs   bool // a read of the link's addresses alone
+		rules   bool // a read of nothing the cache holds (the rules alone)
 		want    Folded
 		scope   string
 	}{
@@ -60,6 +64,11 @@ func TestFold(t *testing.T) {
 			want:   Folded{}},
 		{name: "scan, real server deleted, a write to web failed since", scan: true, foreign: []model.Op{delRS(web, rs1)},
 			tried: []model.Op{addRS(web, model.RealServer{Addr: rs3.Addr, Weight: 1})}, want: Folded{}},
+		{name: "addresses, address unbound", addrs: true, foreign: []model.Op{unbind(vip2)}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.53\n"},
+		{name: "addresses, address bound", addrs: true, foreign: []model.Op{bind(netip.MustParseAddr("10.96.0.99"))}, want: Folded{Drifted: 1}, scope: "addr 10.96.0.99\n"},
+		{name: "addresses, address unbound, bound again since", addrs: true, foreign: []model.Op{unbind(vip2)}, during: []model.Op{bind(vip2)}, want: Folded{}},
+		{name: "addresses, the table and the sets left alone", addrs: true, foreign: []model.Op{delRS(dns, rs3), delMember(mem2)}, want: Folded{}},
+		{name: "rules alone, address unbound", rules: true, foreign: []model.Op{unbind(vip2)}, want: Folded{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := newKernel(t, base()...)
@@ -68,8 +77,13 @@ func TestFold(t *testing.T) {
 			}
 			since := k.c.Begin()
 			rd := k.whole(since)
-			if tc.scan {
+			switch {
+			case tc.scan:
 				rd = k.scan(since)
+			case tc.addrs:
+				rd = AddrsRead(since, maps.Clone(k.state.Addrs))
+			case tc.rules:
+				rd = AddrsRead(since, nil)
 			}
 			k.apply(tc.during...)
 			for _, op := range tc.tried {

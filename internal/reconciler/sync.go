@@ -39,7 +39,8 @@ type Status struct {
 	Failing  int
 	Draining int
 	// Checked: this sync compared the whole kernel with its cache (a full
-	// sync's own read, or a rescan's read folded in).
+	// sync's own read, or a rescan's whole read or scan folded in; not a
+	// read of the parts the kernel announced changed).
 	Checked bool
 	// Drift counts the virtual servers, addresses and set members a rescan
 	// found changed by someone else, repaired by this sync.
@@ -160,7 +161,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 		r.widenToReserved(scope, reserved)
 	}
 	r.reserved = reserved
-	st.Checked = st.Full || r.folded != nil
+	st.Checked = st.Full || (r.folded != nil && !r.folded.Partial())
 	r.touched = scope
 	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)

@@ -18,12 +18,21 @@ import (
 // (the read under way may have missed it), and repaired by the sync that
 // follows (the sync loop's minimum interval later at most), or one Period
 // and a read later if the agent itself changed the same thing while the
-// kernel was being read.
+// kernel was being read. With Notify set it also reads again, at once and
+// alone, what the kernel announces changed (an address on the link, the
+// shim's iptables-nft rules), so that those are repaired within a fraction
+// of a second.
 type Checker struct {
 	Mailbox *Mailbox
 	Reader  dataplane.Reader // its own sockets: never the sync's
 	Period  time.Duration
 	Log     *zap.Logger
+	// Notify, when set, is followed for the kernel's announcements
+	// (dataplane.Notifier): an address on the link or a rule changed by
+	// anyone is read again at once, that part alone, and so repaired
+	// within a fraction of a second rather than a Period. nil: the
+	// Period's reads alone find drift.
+	Notify dataplane.Notifier
 
 	// lastVS and lastMembers size the next scan as the last found the
 	// kernel.
@@ -31,6 +40,10 @@ type Checker struct {
 	// spent is how long the last check spent reading, its whole read
 	// after a scan included.
 	spent time.Duration
+	// partSpent and partEnded are how long the last read of announced
+	// parts took and when it ended.
+	partSpent time.Duration
+	partEnded time.Time
 }
 
 // readShare bounds the time the checker spends reading: after a read that
@@ -49,6 +62,17 @@ const (
 	slowRead      = time.Second
 )
 
+// settle is how long the checker lets announcements gather before it reads
+// what they name: a sync binds, unbinds and rewrites in bursts, each
+// announced, and a burst is read once. partShare bounds what reading the
+// announced parts costs while someone keeps changing them (another tool
+// rewriting its own rules in the same tables, say): after a read of parts
+// that took t, the next waits at least partShare × t.
+const (
+	settle    = 150 * time.Millisecond
+	partShare = 10
+)
+
 // Run reads the kernel every Period until ctx ends, the first time as soon
 // as the first sync has ended: that read finds at once anything that
 // fought the start (another tool still programming the table during a
@@ -59,7 +83,21 @@ const (
 // the wait for the sync loop to fold it, which is the minimum sync
 // interval's, not the kernel's), so that reads never pile up and a kernel
 // slow to read costs a bounded share of a CPU.
+//
+// With Notify set, it reads again what the kernel announces changed (see
+// CheckPart), settle after the announcement. The agent's own writes are
+// announced as well: their read finds what the cache holds, and repairs
+// nothing.
 func (c *Checker) Run(ctx context.Context) {
+	heard := newHeard()
+	if c.Notify != nil {
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			c.Notify.Watch(ctx, heard.add)
+		}()
+		defer func() { <-watched }()
+	}
 	select {
 	case <-ctx.Done():
 		return
@@ -67,12 +105,25 @@ func (c *Checker) Run(ctx context.Context) {
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var settled <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-heard.cue:
+			if settled == nil {
+				settled = time.After(c.settleFor(time.Now()))
+			}
+			continue
+		case <-settled:
+			settled = nil
+			if ev := heard.take(); ev != 0 {
+				c.CheckPart(ctx, ev)
+			}
+			continue
 		case <-timer.C:
 		}
+		heard.take() // the whole read covers what was announced before it
 		c.Check(ctx)
 		took := c.spent
 		next := c.pause(took)
@@ -82,6 +133,13 @@ func (c *Checker) Run(ctx context.Context) {
 		}
 		timer.Reset(next)
 	}
+}
+
+// settleFor is how long announcements heard at now wait to be read: settle,
+// or longer while the last read of announced parts is within partShare of
+// its time.
+func (c *Checker) settleFor(now time.Time) time.Duration {
+	return max(settle, c.partEnded.Add(partShare*c.partSpent).Sub(now))
 }
 
 // pause is how long the checker waits after a read that took took.
@@ -100,44 +158,68 @@ func (c *Checker) pause(took time.Duration) time.Duration {
 // last read, nil if one failed (a doubtful read is dropped: it never
 // drives a repair, let alone a prune).
 func (c *Checker) Check(ctx context.Context) *Read {
-	c.spent = 0
-	rd := c.readOnce(ctx, c.Scan)
+	rd, spent := c.readOnce(ctx, c.Scan, true)
+	c.spent = spent
 	if rd == nil || ctx.Err() != nil || !rd.WantWhole {
 		return rd // (ended before the fold: WantWhole is not to be read)
 	}
 	c.log().Info("rescan: the kernel differs from what the agent holds; reading it whole to repair it")
-	return c.readOnce(ctx, c.Whole)
+	rd, spent = c.readOnce(ctx, c.Whole, true)
+	c.spent += spent
+	return rd
 }
 
-// readOnce makes one read with take, checks the rules, hands the read to
-// the sync loop and waits until it is folded.
-func (c *Checker) readOnce(ctx context.Context, take func(context.Context, observed.Revision) (*Read, error)) *Read {
+// CheckPart reads again only what the kernel announced changed (ev): the
+// link's addresses (one dump, however large the table), whether the rules
+// are in place, or both; hands the read to the sync loop and waits until
+// it is folded. It returns the read, nil if it failed.
+func (c *Checker) CheckPart(ctx context.Context, ev dataplane.Event) *Read {
+	take := func(ctx context.Context, since observed.Revision) (*Read, error) {
+		if ev&dataplane.AddrsChanged == 0 {
+			return NewRead(observed.AddrsRead(since, nil)), nil
+		}
+		addrs, err := c.Notify.LinkAddrs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return NewRead(observed.AddrsRead(since, addrs)), nil
+	}
+	rd, spent := c.readOnce(ctx, take, ev&dataplane.RulesChanged != 0)
+	c.partSpent, c.partEnded = spent, time.Now()
+	return rd
+}
+
+// readOnce makes one read with take, checks the rules if asked, hands the
+// read to the sync loop and waits until it is folded. It returns the read
+// (nil if it failed) and the time spent reading.
+func (c *Checker) readOnce(ctx context.Context, take func(context.Context, observed.Revision) (*Read, error), rules bool) (*Read, time.Duration) {
 	m := c.Mailbox
 	cfg, since := m.Begin()
 	began := time.Now()
 	rd, err := take(ctx, since)
 	read := time.Since(began)
-	if err == nil && cfg != nil {
+	if err == nil && rules && cfg != nil {
 		var ok bool
 		ok, err = c.Reader.ShimInPlace(ctx, *cfg)
 		rd.RulesMissing = !ok
 	}
-	c.spent += time.Since(began)
-	c.log().Log(logv.V(logv.Sync), "rescan read the kernel", zap.Bool("whole", err == nil && !isScan(rd)),
-		zap.Duration("table", read), zap.Duration("rules", time.Since(began)-read))
+	spent := time.Since(began)
+	c.log().Log(logv.V(logv.Sync), "rescan read the kernel", zap.Bool("whole", err == nil && !isScan(rd) && !rd.Partial()),
+		zap.Bool("partial", err == nil && rd.Partial()), zap.Bool("rules_missing", err == nil && rd.RulesMissing),
+		zap.Duration("table", read), zap.Duration("rules", spent-read))
 	if err != nil {
 		m.Abort()
 		if ctx.Err() == nil {
 			c.log().Warn("rescan: read the kernel", zap.Error(err))
 		}
-		return nil
+		return nil, spent
 	}
 	m.Hand(rd)
 	select {
 	case <-rd.done:
 	case <-ctx.Done():
 	}
-	return rd
+	return rd, spent
 }
 
 func isScan(rd *Read) bool {

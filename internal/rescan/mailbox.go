@@ -1,7 +1,8 @@
 // Package rescan finds drift: what anyone else changed in the kernel
 // (ipvsadm -D, an address deleted, a set member removed, the rules
 // flushed). A Checker reads the kernel once a period on its own sockets,
-// beside the syncs, and hands each read over through a Mailbox to the sync
+// beside the syncs, and what the kernel announces changed as soon as it
+// is announced, and hands each read over through a Mailbox to the sync
 // loop, which folds it into the observed cache (observed.Cache.Fold) and
 // repairs what differs. It only reads the kernel; it never writes it nor
 // the cache, and a sync never waits for a read.

@@ -69,6 +69,7 @@ var observeTests = []contractTest[dataplane.Dataplane]{
 	{"EverythingAtOnce", testObserveEverything},
 	{"ScanIsObserve", testScanIsObserve},
 	{"CanceledContext", testCanceledContext},
+	{"Announcements", testAnnouncements},
 }
 
 // Clean deletes every IPVS service, the link and the shim, leaving an empty kernel.

@@ -27,6 +27,7 @@ func (f *Fake) Load(s model.State) {
 		svc.Flags &^= model.FlagHashed
 	}
 	f.addrs = c.Addrs
+	f.announce(dataplane.AddrsChanged)
 	if len(f.addrs) > 0 {
 		f.link = true
 	}
@@ -225,6 +226,7 @@ func (f *Fake) WriteRules(_ context.Context, cfg shim.Config) error {
 	c := cfg
 	c.PodCIDRs = slices.Clone(cfg.PodCIDRs)
 	f.shimCfg = &c
+	f.announce(dataplane.RulesChanged)
 	return nil
 }
 
@@ -255,6 +257,7 @@ func (f *Fake) FlushRules() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.shimCfg = nil
+	f.announce(dataplane.RulesChanged)
 }
 
 // SetIPv6Disabled switches IPv6 off (or on again) on the link, as writing
@@ -269,6 +272,7 @@ func (f *Fake) SetIPv6Disabled(off bool) error {
 		for a := range f.addrs {
 			if a.Is6() {
 				delete(f.addrs, a)
+				f.announce(dataplane.AddrsChanged)
 			}
 		}
 	}

@@ -74,6 +74,10 @@ type Fake struct {
 	failNext   map[string][]error
 	failWhen   func(Call) error
 	observeErr error
+
+	// watchers are Watch's reports (notify.go).
+	watchers    map[int]func(dataplane.Event)
+	nextWatcher int
 }
 
 var _ dataplane.Dataplane = (*Fake)(nil)

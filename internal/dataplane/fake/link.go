@@ -44,6 +44,7 @@ func (f *Fake) addAddr(ctx context.Context, addr netip.Addr) error {
 		return fmt.Errorf("bind %s to %s: %w", addr, dataplane.LinkName, dataplane.ErrExist)
 	}
 	f.addrs[addr] = struct{}{}
+	f.announce(dataplane.AddrsChanged)
 	return nil
 }
 
@@ -62,6 +63,7 @@ func (f *Fake) deleteAddr(ctx context.Context, addr netip.Addr) error {
 		return fmt.Errorf("unbind %s from %s: %w", addr, dataplane.LinkName, dataplane.ErrNotExist)
 	}
 	delete(f.addrs, addr)
+	f.announce(dataplane.AddrsChanged)
 	return nil
 }
 
@@ -78,6 +80,7 @@ func (f *Fake) DeleteLink(ctx context.Context) error {
 	}
 	f.link = false
 	clear(f.addrs)
+	f.announce(dataplane.AddrsChanged)
 	return nil
 }
 

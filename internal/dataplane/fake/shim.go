@@ -73,6 +73,7 @@ func (f *Fake) EnsureShim(ctx context.Context, cfg shim.Config) error {
 		c.PodCIDRs = slices.Clone(cfg.PodCIDRs)
 		f.shimCfg = &c
 		f.ruleWrites++
+		f.announce(dataplane.RulesChanged)
 	}
 	return errors.Join(errs...)
 }
@@ -223,6 +224,7 @@ func (f *Fake) DeleteShim(ctx context.Context) error {
 	}
 	clear(f.sets)
 	f.shimCfg = nil
+	f.announce(dataplane.RulesChanged)
 	return nil
 }
 

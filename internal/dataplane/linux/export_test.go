@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -53,4 +55,11 @@ func (s *Shim) RuleReads() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ruleReads
+}
+
+// Watcher is a Dataplane that can only Watch and read the addresses of
+// link: the announcements on a kernel without IPVS.
+func Watcher(link string) *Dataplane {
+	return &Dataplane{log: zap.NewNop(), linkName: link, timeout: 30 * time.Second,
+		calls: newCalls(zap.NewNop(), 30*time.Second, openHandles)}
 }

@@ -1,0 +1,100 @@
+package dataplanetest
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// announced collects what a Notifier's Watch reports.
+type announced chan dataplane.Event
+
+func (a announced) report(ev dataplane.Event) {
+	select {
+	case a <- ev:
+	default: // a test reads what it waits for; a full buffer drops the rest
+	}
+}
+
+// heard tells whether want was reported within wait, dropping the rest.
+func (a announced) heard(want dataplane.Event, wait time.Duration) bool {
+	deadline := time.After(wait)
+	for {
+		select {
+		case ev := <-a:
+			if ev&want != 0 {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// testAnnouncements: a dataplane that is a dataplane.Notifier announces an
+// address bound or unbound and the link deleted, and the shim's rules
+// written (iptables-nft on a real kernel: legacy iptables announces
+// nothing, and is skipped); LinkAddrs reads what Observe reads of the
+// link.
+func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
+	n, ok := dp.(dataplane.Notifier)
+	if !ok {
+		t.Skip("not a dataplane.Notifier")
+	}
+	ctx := ctxFor(t)
+	must(t, "init", dp.Init(ctx))
+	a := make(announced, 1024)
+	wctx, cancel := context.WithCancel(ctx)
+	watching := make(chan struct{})
+	go func() { n.Watch(wctx, a.report); close(watching) }()
+	defer func() { cancel(); <-watching }()
+
+	// The subscription opens on Watch's goroutine: change until heard.
+	for i := 0; !a.heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
+		if i == 50 {
+			t.Fatal("an address bound was never announced")
+		}
+		must(t, "bind", bindAddr(ctx, dp, vip4b))
+		must(t, "unbind", unbindAddr(ctx, dp, vip4b))
+	}
+	for _, step := range []struct {
+		what string
+		do   func() error
+	}{
+		{"bind " + vip4.String(), func() error { return bindAddr(ctx, dp, vip4) }},
+		{"bind " + vip6.String(), func() error { return bindAddr(ctx, dp, vip6) }},
+		{"unbind " + vip6.String(), func() error { return unbindAddr(ctx, dp, vip6) }},
+	} {
+		must(t, step.what, step.do())
+		if !a.heard(dataplane.AddrsChanged, 5*time.Second) {
+			t.Fatalf("%s: not announced", step.what)
+		}
+	}
+	addrs, err := n.LinkAddrs(ctx)
+	must(t, "read the link's addresses", err)
+	if got, want := slices.Collect(maps.Keys(addrs)), slices.Collect(maps.Keys(observe(t, ctx, dp).State.Addrs)); !slices.Equal(got, want) || len(got) != 1 {
+		t.Fatalf("LinkAddrs %v, Observe %v; want %s alone in both", got, want, vip4)
+	}
+	must(t, "delete the link", dp.DeleteLink(ctx))
+	if !a.heard(dataplane.AddrsChanged, 5*time.Second) {
+		t.Fatal("the link's deletion: its addresses' loss not announced")
+	}
+	if addrs, err := n.LinkAddrs(ctx); err != nil || len(addrs) != 0 {
+		t.Fatalf("LinkAddrs without the link: %v, %v; want none, no error", addrs, err)
+	}
+
+	if b, ok := dp.(interface {
+		Backend(context.Context) shim.Backend
+	}); ok && b.Backend(ctx) != shim.BackendNFT {
+		return
+	}
+	must(t, "ensure the shim", dp.EnsureShim(ctx, dualStack))
+	if !a.heard(dataplane.RulesChanged, 5*time.Second) {
+		t.Fatal("the shim's rules written: not announced")
+	}
+}

@@ -1,0 +1,212 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	mdnetlink "github.com/mdlayher/netlink"
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+)
+
+var _ dataplane.Notifier = (*Dataplane)(nil)
+
+// LinkAddrs reads the link's addresses alone: one dump, on the reader's
+// own sockets.
+func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error) {
+	out := map[netip.Addr]struct{}{}
+	err := d.do(ctx, "read the link's addresses", func(_ context.Context, h *handles) error {
+		list, err := d.listAddrs(h)
+		for _, a := range list {
+			out[a] = struct{}{}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Watch follows two kernel announcements until ctx ends: rtnetlink's
+// address group (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), of which it
+// reports the changes on the link, and nftables' monitor group
+// (NFNLGRP_NFTABLES on NETLINK_NETFILTER), of which it reports the
+// changes to the tables iptables-nft keeps the shim's rules in. Legacy
+// iptables announces nothing: its rules are checked by the periodic
+// rescan alone. The agent's own writes are announced as well; reading
+// them back finds nothing to repair.
+func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
+	var wg sync.WaitGroup
+	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followAddrs(ctx, renewed, report) }) })
+	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRules(ctx, renewed, report) }) })
+	wg.Wait()
+}
+
+// renewing runs follow until ctx ends, again a second after it returns
+// (a subscription that broke: a full socket buffer loses announcements),
+// telling it whether it follows a broken one.
+func renewing(ctx context.Context, follow func(renewed bool)) {
+	for renewed := false; ctx.Err() == nil; renewed = true {
+		follow(renewed)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// followAddrs reports every address announcement about the link until
+// ctx ends or the subscription breaks. A renewed subscription first
+// reports the addresses changed: announcements may have been lost.
+func (d *Dataplane) followAddrs(ctx context.Context, renewed bool, report func(dataplane.Event)) {
+	updates, done := make(chan netlink.AddrUpdate, 256), make(chan struct{})
+	defer func() {
+		close(done)
+		for range updates { // let the receiver see its socket closed and end
+		}
+	}()
+	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
+		ReceiveBufferSize: 1 << 20,
+		ErrorCallback: func(err error) {
+			if ctx.Err() == nil { // closing at shutdown fails the receive
+				d.log.Warn("address announcements", zap.Error(err))
+			}
+		},
+	})
+	if err != nil {
+		d.log.Warn("subscribe to address announcements", zap.Error(err))
+		return
+	}
+	if renewed {
+		report(dataplane.AddrsChanged)
+	}
+	link := linkIndex{name: d.linkName, known: map[int]bool{}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			ip, _ := netip.AddrFromSlice(u.LinkAddress.IP)
+			if ip.Is6() && ip.IsLinkLocalUnicast() { // the kernel's, on any up link
+				continue
+			}
+			if link.is(u.LinkIndex) {
+				report(dataplane.AddrsChanged)
+			}
+		}
+	}
+}
+
+// linkIndex tells whether an interface index is the link's, looking the
+// link up by name the first time an index is seen: the link, deleted and
+// made again, has a new index.
+type linkIndex struct {
+	name  string
+	known map[int]bool
+}
+
+func (l *linkIndex) is(index int) bool {
+	ours, seen := l.known[index]
+	if seen {
+		return ours
+	}
+	link, err := netlink.LinkByName(l.name)
+	if err != nil {
+		// Not there (deleted, its addresses with it): the announcement
+		// may be about it, and a read costs one dump.
+		return true
+	}
+	ours = link.Attrs().Index == index
+	l.known[index] = ours
+	return ours
+}
+
+// followRules reports every nftables announcement about the tables
+// iptables-nft keeps the shim's rules in, until ctx ends or the
+// subscription breaks.
+func (d *Dataplane) followRules(ctx context.Context, renewed bool, report func(dataplane.Event)) {
+	c, err := mdnetlink.Dial(unix.NETLINK_NETFILTER, &mdnetlink.Config{Groups: 1 << (unix.NFNLGRP_NFTABLES - 1)})
+	if err != nil {
+		d.log.Warn("subscribe to nftables announcements", zap.Error(err))
+		return
+	}
+	if err := c.SetReadBuffer(1 << 20); err != nil {
+		d.log.Warn("size the nftables announcements' buffer", zap.Error(err))
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	defer func() {
+		if stop() {
+			_ = c.Close()
+		}
+	}()
+	if renewed {
+		report(dataplane.RulesChanged)
+	}
+	for {
+		msgs, err := c.Receive()
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("nftables announcements", zap.Error(err))
+			}
+			return
+		}
+		for _, m := range msgs {
+			if aboutShimTables(m) {
+				report(dataplane.RulesChanged)
+				break
+			}
+		}
+	}
+}
+
+// nf_tables.h's message types that announce a table, chain or rule made
+// or deleted, and the attribute all three carry first: the table's name.
+const (
+	nftMsgNewTable = 0
+	nftMsgDelTable = 2
+	nftMsgNewChain = 3
+	nftMsgDelChain = 5
+	nftMsgNewRule  = 6
+	nftMsgDelRule  = 8
+	nftaTableName  = 1
+)
+
+// aboutShimTables tells whether an nftables announcement is about a table,
+// chain or rule of the IPv4 or IPv6 nat, filter or mangle table: where
+// iptables-nft keeps the shim's rules and jumps. Sets, objects, other
+// families and the generation's own announcement are not.
+func aboutShimTables(m mdnetlink.Message) bool {
+	if m.Header.Type>>8 != nfnlSubsysNFTables || len(m.Data) < nfgenmsgLen {
+		return false
+	}
+	switch m.Header.Type & 0xff {
+	case nftMsgNewTable, nftMsgDelTable, nftMsgNewChain, nftMsgDelChain, nftMsgNewRule, nftMsgDelRule:
+	default:
+		return false
+	}
+	if family := m.Data[0]; family != unix.AF_INET && family != unix.AF_INET6 {
+		return false
+	}
+	found := false
+	_ = eachNfnlAttr(m, func(typ uint16, v []byte) error {
+		if typ == nftaTableName && !found {
+			switch cString(v) {
+			case "nat", "filter", "mangle":
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
+}

@@ -1,0 +1,149 @@
+//go:build linux
+
+package linux_test
+
+import (
+	"context"
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// watched collects what Watch reports.
+type watched chan dataplane.Event
+
+func (w watched) report(ev dataplane.Event) {
+	select {
+	case w <- ev:
+	default: // a test reads what it waits for; a full buffer drops the rest
+	}
+}
+
+// heard tells whether want was reported within wait, dropping the rest.
+func (w watched) heard(want dataplane.Event, wait time.Duration) bool {
+	deadline := time.After(wait)
+	for {
+		select {
+		case ev := <-w:
+			if ev&want != 0 {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// drain forgets what was reported.
+func (w watched) drain() {
+	for {
+		select {
+		case <-w:
+		case <-time.After(300 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// TestWatchReportsTheLinkAndTheShimTables: in a fresh network namespace,
+// Watch reports an address added to or deleted from the link and a chain
+// or rule changed in an iptables-nft table the shim writes, and nothing
+// for an address on another link or a table of another family. LinkAddrs
+// reads the link's addresses.
+func TestWatchReportsTheLinkAndTheShimTables(t *testing.T) {
+	if !isolated(t) {
+		return
+	}
+	if _, err := exec.LookPath("iptables-nft"); err != nil {
+		t.Skip("iptables-nft not installed")
+	}
+	const link = "kipvs-test0"
+	run(t, "ip", "link", "add", link, "type", "veth", "peer", "name", "kipvs-test1")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", link).Run() })
+	run(t, "ip", "link", "set", "lo", "up")
+	d := linux.Watcher(link)
+	w := make(watched, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Watch(ctx, w.report); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The subscriptions open on Watch's goroutines: change until heard.
+	for i := 0; !w.heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
+		if i == 50 {
+			t.Fatal("an address added to the link was never reported")
+		}
+		run(t, "ip", "addr", "replace", "10.96.0.99/32", "dev", link)
+		run(t, "ip", "addr", "del", "10.96.0.99/32", "dev", link)
+	}
+	for i := 0; !w.heard(dataplane.RulesChanged, 200*time.Millisecond); i++ {
+		if i == 50 {
+			t.Fatal("a chain made in iptables-nft's nat table was never reported")
+		}
+		run(t, "iptables-nft", "-w", "-t", "nat", "-N", "KUBE-IPVS-WATCH")
+		run(t, "iptables-nft", "-w", "-t", "nat", "-X", "KUBE-IPVS-WATCH")
+	}
+	w.drain()
+
+	for _, tc := range []struct {
+		name   string
+		change [][]string
+		want   dataplane.Event // 0: nothing reported
+	}{
+		{"address added to the link", [][]string{{"ip", "addr", "add", "10.96.0.10/32", "dev", link}}, dataplane.AddrsChanged},
+		{"address deleted from the link", [][]string{{"ip", "addr", "del", "10.96.0.10/32", "dev", link}}, dataplane.AddrsChanged},
+		{"address on another link", [][]string{{"ip", "addr", "add", "127.0.0.5/8", "dev", "lo"}}, 0},
+		{"rule appended in nat", [][]string{{"iptables-nft", "-w", "-t", "nat", "-A", "PREROUTING", "-j", "RETURN"}}, dataplane.RulesChanged},
+		{"rule deleted in nat", [][]string{{"iptables-nft", "-w", "-t", "nat", "-D", "PREROUTING", "-j", "RETURN"}}, dataplane.RulesChanged},
+		{"rule appended in IPv6 filter", [][]string{{"ip6tables-nft", "-w", "-t", "filter", "-A", "INPUT", "-j", "RETURN"}}, dataplane.RulesChanged},
+		{"nat table of another family", [][]string{{"nft", "add", "table", "inet", "nat"}, {"nft", "add", "chain", "inet", "nat", "c"}}, 0},
+		{"another IPv4 table", [][]string{{"nft", "add", "table", "ip", "other"}, {"nft", "add", "chain", "ip", "other", "c"}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, c := range tc.change {
+				if _, err := exec.LookPath(c[0]); err != nil {
+					t.Skipf("%s not installed", c[0])
+				}
+				run(t, c[0], c[1:]...)
+			}
+			if tc.want != 0 {
+				if !w.heard(tc.want, 5*time.Second) {
+					t.Fatalf("not reported")
+				}
+				w.drain()
+				return
+			}
+			if w.heard(dataplane.AddrsChanged|dataplane.RulesChanged, 500*time.Millisecond) {
+				t.Fatal("reported")
+			}
+		})
+	}
+
+	run(t, "ip", "addr", "add", "10.96.0.11/32", "dev", link)
+	addrs, err := d.LinkAddrs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := addrs[netip.MustParseAddr("10.96.0.11")]; !ok || len(addrs) != 1 {
+		t.Fatalf("LinkAddrs: %v, want 10.96.0.11 alone", addrs)
+	}
+}
+
+// Watch, LinkAddrs and Backend reach the linux dataplane through the
+// contract's wrappers, so that it runs the contract's announcements.
+func (s switchable) Watch(ctx context.Context, report func(dataplane.Event)) {
+	s.linux().Watch(ctx, report)
+}
+
+func (s switchable) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error) {
+	return s.linux().LinkAddrs(ctx)
+}
+
+func (s switchable) Backend(ctx context.Context) shim.Backend { return s.linux().Backend(ctx) }
+
+func (s switchable) linux() *linux.Dataplane { return s.Dataplane.(*linux.Dataplane) }

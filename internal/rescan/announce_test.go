@@ -1,0 +1,129 @@
+package rescan
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/model"
+	"github.com/kube-ipvs/kube-ipvs/internal/observed"
+	"github.com/kube-ipvs/kube-ipvs/internal/shim"
+)
+
+// announcing is a kernel that is also a dataplane.Notifier: a test
+// announces through it, and each read of the addresses costs cost.
+type announcing struct {
+	*kernel
+	cost      time.Duration
+	heard     func(dataplane.Event)
+	addrReads int
+	checks    int // ShimInPlace
+}
+
+func (k *announcing) Watch(ctx context.Context, report func(dataplane.Event)) {
+	k.heard = report
+	<-ctx.Done()
+}
+
+func (k *announcing) LinkAddrs(context.Context) (map[netip.Addr]struct{}, error) {
+	k.addrReads++
+	time.Sleep(k.cost)
+	return maps.Clone(k.state.Addrs), nil
+}
+
+func (k *announcing) ShimInPlace(ctx context.Context, cfg shim.Config) (bool, error) {
+	k.checks++
+	return k.kernel.ShimInPlace(ctx, cfg)
+}
+
+// TestCheckPart: an announcement is read again alone: the addresses, the
+// rules, or both; never the table.
+func TestCheckPart(t *testing.T) {
+	noVIP := webState(rs1)
+	clear(noVIP.Addrs)
+	for _, tc := range []struct {
+		name                 string
+		ev                   dataplane.Event
+		kernel               model.State
+		rulesOK              bool
+		addrReads, checks    int
+		drift                int
+		rulesMissing, partly bool
+	}{
+		{name: "addresses, agree", ev: dataplane.AddrsChanged, kernel: webState(rs1), rulesOK: true, addrReads: 1},
+		{name: "addresses, VIP gone", ev: dataplane.AddrsChanged, kernel: noVIP, rulesOK: true, addrReads: 1, drift: 1},
+		{name: "addresses, real server gone: not read", ev: dataplane.AddrsChanged, kernel: webState(), rulesOK: true, addrReads: 1},
+		{name: "rules, in place", ev: dataplane.RulesChanged, kernel: noVIP, rulesOK: true, checks: 1},
+		{name: "rules, gone", ev: dataplane.RulesChanged, kernel: webState(rs1), checks: 1, rulesMissing: true},
+		{name: "both", ev: dataplane.AddrsChanged | dataplane.RulesChanged, kernel: noVIP, addrReads: 1, checks: 1, drift: 1, rulesMissing: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cache := observed.New()
+			cache.Load(dataplane.Observation{State: webState(rs1)})
+			m := NewMailbox(cache)
+			m.Ensured(shim.Config{})
+			k := &announcing{kernel: &kernel{state: tc.kernel, rulesOK: tc.rulesOK}}
+			drifted, stop := folder(ctx, m, cache)
+			c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Minute}
+			rd := c.CheckPart(ctx, tc.ev)
+			cancel()
+			stop()
+			if k.scans+k.observes != 0 || k.addrReads != tc.addrReads || k.checks != tc.checks || *drifted != tc.drift {
+				t.Fatalf("%d table reads, %d address reads, %d rules checks, %d drifted; want 0, %d, %d, %d",
+					k.scans+k.observes, k.addrReads, k.checks, *drifted, tc.addrReads, tc.checks, tc.drift)
+			}
+			if rd == nil || rd.RulesMissing != tc.rulesMissing {
+				t.Fatalf("read %v, want one with rules missing %v", rd, tc.rulesMissing)
+			}
+		})
+	}
+}
+
+// TestAnnouncementsSettle: a burst of announcements is one read, settle
+// after it; announcements that never stop are read at most once per
+// partShare times a read's time, plus the read.
+func TestAnnouncementsSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		cost             time.Duration // of one read of the addresses
+		every, lasting   time.Duration // an announcement every, for lasting
+		minRead, maxRead int
+	}{
+		{name: "a burst", every: time.Millisecond, lasting: 100 * time.Millisecond, minRead: 1, maxRead: 1},
+		{name: "a storm, cheap reads", every: 10 * time.Millisecond, lasting: 10 * time.Second, minRead: 40, maxRead: 67},
+		{name: "a storm, dear reads", cost: time.Second, every: 10 * time.Millisecond, lasting: time.Minute, minRead: 5, maxRead: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cache := observed.New()
+				cache.Load(dataplane.Observation{State: webState(rs1)})
+				m := NewMailbox(cache)
+				k := &announcing{kernel: &kernel{state: webState(rs1), rulesOK: true}, cost: tc.cost}
+				_, stop := folder(ctx, m, cache)
+				c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Hour}
+				ran := make(chan struct{})
+				go func() { c.Run(ctx); close(ran) }()
+				m.SyncEnded()
+				time.Sleep(time.Second) // the first whole read
+				synctest.Wait()
+				for end := time.Now().Add(tc.lasting); time.Now().Before(end); time.Sleep(tc.every) {
+					k.heard(dataplane.AddrsChanged)
+				}
+				time.Sleep(tc.cost + time.Second)
+				synctest.Wait()
+				cancel()
+				<-ran
+				stop()
+				if k.addrReads < tc.minRead || k.addrReads > tc.maxRead {
+					t.Fatalf("%d reads of the addresses, want %d to %d", k.addrReads, tc.minRead, tc.maxRead)
+				}
+			})
+		})
+	}
+}
