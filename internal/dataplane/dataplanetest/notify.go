@@ -44,7 +44,7 @@ func (a announced) heard(want dataplane.Event, wait time.Duration) bool {
 func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 	n, ok := dp.(dataplane.Notifier)
 	if !ok {
-		t.Skip("not a dataplane.Notifier")
+		t.Fatalf("%T is not a dataplane.Notifier: every dataplane the contract runs on announces its changes", dp)
 	}
 	ctx := ctxFor(t)
 	must(t, "init", dp.Init(ctx))
