@@ -36,6 +36,9 @@
 #   BENCH_COLD_TIMEOUT    a tool not serving by then is recorded as not serving (default 15m)
 #   BENCH_VM_TIMEOUT      one boot's bound, every run of every tool (default 12h)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
+#   BENCH_KUBE_IPVS_REF   build kube-ipvs from this commit instead of the work tree, the
+#                         harness staying the work tree's: a before/after pair of runs
+#                         measures a change with one harness (e.g. BENCH_TOOLS=kube-ipvs)
 #   BENCH_DOC             the doc to append to (default docs/benchmarks.md)
 #   BENCH_EXTRA_FLAGS     appended to every tool's command line, to look into one
 #                         (e.g. BENCH_TOOLS=kube-proxy-ipvs BENCH_EXTRA_FLAGS=--v=4); not for the doc
@@ -122,9 +125,17 @@ done
 
 mkdir -p "$work/bin"
 cp "$bin/kube-proxy" "$work/bin/kube-proxy"
+src=$root
 version=$(cd "$root" && git describe --tags --always --dirty 2>/dev/null || echo dev)
-(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/bin/kube-ipvs" ./cmd/kube-ipvs &&
-  CGO_ENABLED=0 go build -trimpath -o "$work/bin/echo" ./e2e/tools/echo)
+if [ -n "${BENCH_KUBE_IPVS_REF:-}" ]; then
+  src=$work/src
+  mkdir -p "$src"
+  git -C "$root" archive "$BENCH_KUBE_IPVS_REF" | tar -x -C "$src"
+  version=$(git -C "$root" describe --tags --always "$BENCH_KUBE_IPVS_REF")
+  log "kube-ipvs from $BENCH_KUBE_IPVS_REF ($version)"
+fi
+(cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$work/bin/kube-ipvs" ./cmd/kube-ipvs)
+(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/bin/echo" ./e2e/tools/echo)
 (cd "$root/e2e/bench" && CGO_ENABLED=0 go build -trimpath -o "$work/bin/bench-guest" ./cmd/bench-guest &&
   go build -o "$work/bench-host" ./cmd/bench-host && go build -o "$work/bench-report" ./cmd/bench-report)
 log "tools and drivers ready ($(($(date +%s) - t0)) s)"
