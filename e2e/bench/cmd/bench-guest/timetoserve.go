@@ -227,8 +227,20 @@ func (w *kubeWatch) wait() (kube, synced float64, from string) {
 const syncPeriod = 30 * time.Second
 
 // reDriftNext: kube-ipvs announces a rescan spaced wider than its
-// period ("... waits longer than the sync period" with "next": "5m10s").
-var reDriftNext = regexp.MustCompile(`waits longer than the sync period.*"next": ?"([^"]+)"`)
+// period ("... waits longer than the sync period" with its "next" wait:
+// seconds in its default text format, "next": 610.5, a duration string in
+// its JSON format, "next": "10m10.5s").
+var reDriftNext = regexp.MustCompile(`waits longer than the sync period.*"next": ?(?:"([^"]+)"|([0-9][0-9.e+-]*))`)
+
+// driftNext is the wait one announcement names, false if unreadable.
+func driftNext(g []string) (time.Duration, bool) {
+	if g[1] != "" {
+		d, err := time.ParseDuration(g[1])
+		return d, err == nil
+	}
+	secs, err := strconv.ParseFloat(g[2], 64)
+	return time.Duration(secs * float64(time.Second)), err == nil
+}
 
 // driftPeriod is the tool's period of whole reads: the flag's default, or
 // for kube-ipvs the longest wait its log has announced.
@@ -242,7 +254,7 @@ func driftPeriod(tool, logPath string) time.Duration {
 		return p
 	}
 	for _, g := range reDriftNext.FindAllStringSubmatch(string(data), -1) {
-		if d, err := time.ParseDuration(g[1]); err == nil && d > p {
+		if d, ok := driftNext(g); ok && d > p {
 			p = d
 		}
 	}
