@@ -3,6 +3,7 @@ package reconciler
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -206,9 +207,10 @@ func newDesiredSet() desiredSet {
 }
 
 // reserve sizes the desired state's maps for the translations about to be
-// added, when it is empty (a cold start; model.SizedState).
+// added when they are many more than it holds (a start; model.SizedState):
+// empty, or holding only what was served first.
 func (d *desiredSet) reserve(ts []translation) {
-	if !d.state.Empty() {
+	if len(ts) < 2*(len(d.whole)+1) {
 		return
 	}
 	var svcs, addrs, members int
@@ -217,8 +219,14 @@ func (d *desiredSet) reserve(ts []translation) {
 		addrs += len(t.res.Addrs)
 		members += len(t.res.SetEntries)
 	}
-	d.state = model.SizedState(svcs, addrs, members)
-	d.owner = make(map[model.VSKey]model.ServiceName, svcs)
+	sized := model.SizedState(svcs, addrs, members)
+	maps.Copy(sized.Services, d.state.Services)
+	maps.Copy(sized.Addrs, d.state.Addrs)
+	maps.Copy(sized.Sets, d.state.Sets)
+	d.state = sized
+	owner := make(map[model.VSKey]model.ServiceName, svcs)
+	maps.Copy(owner, d.owner)
+	d.owner = owner
 }
 
 // replace swaps one Service's translation for a new one (an empty Result

@@ -89,6 +89,7 @@ type Reconciler struct {
 	haveObserved bool
 	needFull     bool
 	prunedOnce   bool // a full sync ran after every source had synced
+	cold         bool // the last full sync read an empty kernel
 
 	desired desiredSet
 	drains  map[dataplane.RealRef]time.Time

@@ -79,6 +79,13 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		if err := r.observe(ctx); err != nil {
 			return r.finish(st, err)
 		}
+		r.cold = r.obs.State().Empty()
+		// The rules go first on a full sync: what is served first needs
+		// them (the node's own connections are masqueraded by them).
+		shimErr = r.ensureShim(ctx, shimCfg)
+		if synced && !r.prunedOnce && !r.opt.DryRun {
+			st.Ops = r.serveFirst(ctx, node, st.Time)
+		}
 	}
 	passes, tried := r.plan(ctx, &st, synced, node)
 	if r.opt.DryRun {
@@ -86,14 +93,14 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 		st.Ops, err = r.print(passes)
 		return r.finish(st, err)
 	}
-	// The rules are repaired on a full sync and when the rescan found them
-	// changed, and written when their configuration changed.
-	if st.Full || (r.folded != nil && r.folded.RulesMissing) || !shimCfg.Equal(r.shimCfg) {
+	// The rules are repaired on a full sync (above) and when the rescan
+	// found them changed, and written when their configuration changed.
+	if !st.Full && ((r.folded != nil && r.folded.RulesMissing) || !shimCfg.Equal(r.shimCfg)) {
 		shimErr = r.ensureShim(ctx, shimCfg)
 	}
 	out := r.apply(ctx, passes, st.Time)
 	r.canary(ctx, &out)
-	st.Ops = out.planned
+	st.Ops += out.planned
 	st.Failed = out.failed
 	r.noteFailures(&st, out, tried)
 	err = out.err()
@@ -184,15 +191,16 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 }
 
 // passes plans desired against observed. On a cold start (a full sync
-// over an empty kernel, the one plan of hundreds of thousands of
+// over a kernel read empty, the one plan of hundreds of thousands of
 // operations) the plan is made in passes as they are applied
 // (plan.Staged), so that the start holds one pass of it at a time; the
-// passes are made against an empty state of their own, as the cache they
-// are applied to fills. Otherwise the plan is made whole, in one pass.
+// passes are made against a copy of their own of what the kernel held
+// then (nothing, or what was served first: a few entries), as the cache
+// they are applied to fills. Otherwise the plan is made whole, in one pass.
 func (r *Reconciler) passes(desired, observed model.State, full bool) ([]plan.Pass, []plan.Refusal) {
 	owner := r.ownerOf(r.obs.State(), r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
-	if full && observed.Empty() && !r.opt.DryRun {
-		return plan.Staged(desired, model.NewState(), owner)
+	if full && r.cold && !r.opt.DryRun {
+		return plan.Staged(desired, observed.Clone(), owner)
 	}
 	ops, refused := plan.Plan(desired, observed, owner)
 	return []plan.Pass{func() []model.Op { return ops }}, refused
