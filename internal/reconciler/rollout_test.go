@@ -61,7 +61,9 @@ func newRollout(svc string, size, batch int) *rollout {
 	return ro
 }
 
-func (ro *rollout) size() int { return (len(ro.slots)-1)*rolloutSliceSize + len(ro.slots[len(ro.slots)-1]) }
+func (ro *rollout) size() int {
+	return (len(ro.slots)-1)*rolloutSliceSize + len(ro.slots[len(ro.slots)-1])
+}
 
 // newPod is the next pod, at a fresh address.
 func (ro *rollout) newPod() rolloutPod {
