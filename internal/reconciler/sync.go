@@ -455,12 +455,9 @@ func hasDeparted(want, have *model.Service) bool {
 	if have == nil {
 		return false
 	}
-	for _, rs := range have.Reals.All() {
-		if !want.Reals.Has(rs.Addr) {
-			return true
-		}
-	}
-	return false
+	departed := false
+	eachReal(want.Reals, have.Reals, func(_ model.RealServer, wanted bool) { departed = departed || !wanted })
+	return departed
 }
 
 // drainTimeout is a virtual server's drain timeout: its Service's
