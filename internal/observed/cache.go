@@ -103,9 +103,11 @@ func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
 	if !ok {
 		return
 	}
-	for rs, n := range conns {
-		if have.Reals.Has(rs) {
-			c.conns[dataplane.RealRef{VS: k, RS: rs}] = n
+	// Walked by the real servers held, a map lookup each, rather than by
+	// conns with a search each: a read covers the whole virtual server.
+	for _, rs := range have.Reals.All() {
+		if n, ok := conns[rs.Addr]; ok {
+			c.conns[dataplane.RealRef{VS: k, RS: rs.Addr}] = n
 		}
 	}
 }
