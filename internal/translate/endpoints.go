@@ -51,6 +51,14 @@ type endpointIndex map[portKey][]endpoint
 // folded where equal: a Service's ten endpoints cost a slice and a small
 // map, not a map per port (a cold start translates every Service).
 func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
+	// Sized for every endpoint of every slice at once: a Service of
+	// thousands of endpoints would otherwise grow it slice after slice.
+	n := 0
+	for _, s := range epSlices {
+		if s != nil {
+			n += len(s.Endpoints) * len(s.Ports)
+		}
+	}
 	var all []keyedEndpoint
 	for _, s := range epSlices {
 		if s == nil || !sliceUsable(s, cfg) {
@@ -62,7 +70,7 @@ func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpoin
 				continue
 			}
 			if all == nil {
-				all = make([]keyedEndpoint, 0, len(s.Endpoints)*len(s.Ports))
+				all = make([]keyedEndpoint, 0, n)
 			}
 			for i := range s.Endpoints {
 				if ep, ok := newEndpoint(&s.Endpoints[i], port, key.v6, cfg); ok {
