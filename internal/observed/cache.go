@@ -104,10 +104,17 @@ func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
 		return
 	}
 	// Walked by the real servers held, a map lookup each, rather than by
-	// conns with a search each: a read covers the whole virtual server.
+	// conns with a search each: a read covers the whole virtual server,
+	// and most of its counters are as the last read left them, so only
+	// the ones that moved are written.
 	for _, rs := range have.Reals.All() {
-		if n, ok := conns[rs.Addr]; ok {
-			c.conns[dataplane.RealRef{VS: k, RS: rs.Addr}] = n
+		n, ok := conns[rs.Addr]
+		if !ok {
+			continue
+		}
+		ref := dataplane.RealRef{VS: k, RS: rs.Addr}
+		if old, had := c.conns[ref]; !had || old != n {
+			c.conns[ref] = n
 		}
 	}
 }
