@@ -10,10 +10,10 @@ import (
 
 // drainInput is what the drain decision needs; all values, no kernel.
 type drainInput struct {
-	desired  model.State // the scoped desired state; changed in place (cloned services)
-	observed model.State // the scoped observed state
-	conns    map[dataplane.RealRef]model.Conns
-	since    map[dataplane.RealRef]time.Time // when each drain started; updated in place
+	desired  model.State                                 // the scoped desired state; changed in place (cloned services)
+	observed model.State                                 // the scoped observed state
+	conns    func(dataplane.RealRef) (model.Conns, bool) // a real server's counters, if known
+	since    map[dataplane.RealRef]time.Time             // when each drain started; updated in place
 	timeout  func(model.VSKey) time.Duration
 	now      time.Time
 }
@@ -82,7 +82,7 @@ func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort) bool {
 		start = in.now
 		in.since[ref] = start
 	}
-	conns, known := in.conns[ref]
+	conns, known := in.conns(ref)
 	if (known && conns.Total() == 0) || in.now.Sub(start) >= in.timeout(k) {
 		delete(in.since, ref)
 		return false

@@ -166,7 +166,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
 	st.Draining = drain(drainInput{
-		desired: desired, observed: observed, conns: r.obs.Conns(), since: r.drains,
+		desired: desired, observed: observed, conns: r.obs.Conn, since: r.drains,
 		timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetDrains(r.drains, r.desired.state)
