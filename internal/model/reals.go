@@ -18,6 +18,11 @@ type Reals struct{ list []RealServer }
 // RealsOf holds rs, sorted; of two with one address the later is kept.
 // It takes rs over (sorts it in place and keeps it): the caller gives it up.
 func RealsOf(rs []RealServer) Reals {
+	// Translation hands the endpoints over in address order already: one
+	// pass tells, and a large Service skips the sort.
+	if increasing(rs) {
+		return Reals{list: rs}
+	}
 	list := rs
 	slices.SortStableFunc(list, compareReal)
 	out := list[:0]
@@ -32,6 +37,17 @@ func RealsOf(rs []RealServer) Reals {
 }
 
 func compareReal(a, b RealServer) int { return a.Addr.Compare(b.Addr) }
+
+// increasing tells whether rs is sorted by address with each address
+// once.
+func increasing(rs []RealServer) bool {
+	for i := 1; i < len(rs); i++ {
+		if rs[i-1].Addr.Compare(rs[i].Addr) >= 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Len is how many real servers there are.
 func (r Reals) Len() int { return len(r.list) }

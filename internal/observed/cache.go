@@ -28,7 +28,10 @@ import (
 // servers copies nothing.
 type Cache struct {
 	state model.State
-	conns map[dataplane.RealRef]model.Conns
+	// conns are the counters of the real servers held, by virtual server:
+	// a read of one virtual server's counters is taken over whole when it
+	// covers exactly the real servers held (NoteConns).
+	conns map[model.VSKey]map[netip.AddrPort]model.Conns
 	// table and sets digest state.Services and state.Sets.
 	table, sets Digest
 	// owned holds, for each service the cache may change in place, the
@@ -41,7 +44,7 @@ type Cache struct {
 
 // New returns an empty cache.
 func New() *Cache {
-	c := &Cache{state: model.NewState(), conns: map[dataplane.RealRef]model.Conns{}, owned: map[model.VSKey]uint64{}, gen: 1}
+	c := &Cache{state: model.NewState(), conns: map[model.VSKey]map[netip.AddrPort]model.Conns{}, owned: map[model.VSKey]uint64{}, gen: 1}
 	c.revs.reset()
 	return c
 }
@@ -49,9 +52,9 @@ func New() *Cache {
 // Load makes a whole read of the kernel, made by the sync loop itself, the
 // cache. Every read begun before it is stale from now on (Fold drops it).
 func (c *Cache) Load(obs dataplane.Observation) {
-	c.state, c.conns = obs.State, obs.Conns
-	if c.conns == nil {
-		c.conns = map[dataplane.RealRef]model.Conns{}
+	c.state, c.conns = obs.State, map[model.VSKey]map[netip.AddrPort]model.Conns{}
+	for ref, n := range obs.Conns {
+		c.setConn(ref, n)
 	}
 	c.sets, c.table = MembersDigest(c.state.Sets), TableDigest(c.state.Services)
 	c.gen++
@@ -92,22 +95,80 @@ func (c *Cache) HasMember(e model.SetEntry) bool {
 	return ok
 }
 
-// Conns are the connection counters of the real servers the cache holds,
-// to read.
-func (c *Cache) Conns() map[dataplane.RealRef]model.Conns { return c.conns }
+// Conns lists the connection counters of the real servers the cache
+// holds, in a map of its own: it walks them all (Conn reads one).
+func (c *Cache) Conns() map[dataplane.RealRef]model.Conns {
+	out := map[dataplane.RealRef]model.Conns{}
+	for k, m := range c.conns {
+		for rs, n := range m {
+			out[dataplane.RealRef{VS: k, RS: rs}] = n
+		}
+	}
+	return out
+}
+
+// Conn is one real server's connection counters, if known.
+func (c *Cache) Conn(ref dataplane.RealRef) (model.Conns, bool) {
+	n, ok := c.conns[ref.VS][ref.RS]
+	return n, ok
+}
+
+func (c *Cache) setConn(ref dataplane.RealRef, n model.Conns) {
+	m := c.conns[ref.VS]
+	if m == nil {
+		m = map[netip.AddrPort]model.Conns{}
+		c.conns[ref.VS] = m
+	}
+	m[ref.RS] = n
+}
+
+func (c *Cache) forgetConn(ref dataplane.RealRef) {
+	m := c.conns[ref.VS]
+	delete(m, ref.RS)
+	if len(m) == 0 {
+		delete(c.conns, ref.VS)
+	}
+}
 
 // NoteConns records counters read for virtual server k, for the real
-// servers the cache holds only: their removal forgets them.
+// servers the cache holds only: their removal forgets them. It takes
+// conns over: the caller must not use it after.
 func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
 	have, ok := c.state.Services[k]
 	if !ok {
 		return
 	}
-	for rs, n := range conns {
-		if have.Reals.Has(rs) {
-			c.conns[dataplane.RealRef{VS: k, RS: rs}] = n
+	// A read of the whole virtual server names exactly the real servers
+	// held (the counters held are of those only): then it replaces their
+	// counters as it is, without a write per real server.
+	if len(conns) == have.Reals.Len() && coversAll(conns, have.Reals) {
+		if len(conns) == 0 {
+			delete(c.conns, k)
+		} else {
+			c.conns[k] = conns
+		}
+		return
+	}
+	// Otherwise (the kernel holds other real servers than the cache) the
+	// counters of the real servers held are written one by one.
+	for _, rs := range have.Reals.All() {
+		n, ok := conns[rs.Addr]
+		if !ok {
+			continue
+		}
+		c.setConn(dataplane.RealRef{VS: k, RS: rs.Addr}, n)
+	}
+}
+
+// coversAll tells whether conns has counters for every real server of
+// reals.
+func coversAll(conns map[netip.AddrPort]model.Conns, reals model.Reals) bool {
+	for _, rs := range reals.All() {
+		if _, ok := conns[rs.Addr]; !ok {
+			return false
 		}
 	}
+	return true
 }
 
 // Apply folds one operation the kernel accepted into the cache: the
@@ -246,7 +307,7 @@ func (c *Cache) forgetConns(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
 	case model.DeleteReal:
-		delete(c.conns, dataplane.RealRef{VS: k, RS: op.RS.Addr})
+		c.forgetConn(dataplane.RealRef{VS: k, RS: op.RS.Addr})
 	case model.AddService, model.DeleteService:
 		if svc, ok := c.state.Services[k]; ok {
 			c.forgetReals(k, svc)
@@ -256,7 +317,7 @@ func (c *Cache) forgetConns(op model.Op) {
 
 func (c *Cache) forgetReals(k model.VSKey, svc *model.Service) {
 	for _, rs := range svc.Reals.All() {
-		delete(c.conns, dataplane.RealRef{VS: k, RS: rs.Addr})
+		c.forgetConn(dataplane.RealRef{VS: k, RS: rs.Addr})
 	}
 }
 

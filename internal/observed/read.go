@@ -317,7 +317,7 @@ func (c *Cache) adoptValue(k model.VSKey, have *model.Service, conns map[datapla
 	for _, rs := range have.Reals.All() {
 		ref := dataplane.RealRef{VS: k, RS: rs.Addr}
 		if n, ok := conns[ref]; ok || whole {
-			c.conns[ref] = n
+			c.setConn(ref, n)
 		}
 	}
 	return true

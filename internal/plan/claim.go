@@ -228,6 +228,7 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 		_, foreign := owner.foreignOn(a, desired)
 		return owner.policy.Families.Has(a) && !foreign && !reserved.Has(a)
 	}
+	keepWanted := keepEntry(gone)
 	keepDesiredEntry := func(e model.SetEntry) bool {
 		// A VIP member guards an address as bound by us (and records it as
 		// ours inside the excluded CIDRs): none for an address not bound.
@@ -237,7 +238,7 @@ func withoutRefused(desired, observed model.State, refused []Refusal, owner Owne
 		if k, ok := FrontendOf(e); ok && (owner.claimsReserved(k) || adoptsUnwanted(k, desired, observed, owner)) {
 			return false // no member makes a frontend there look ours
 		}
-		return keepEntry(gone)(e)
+		return keepWanted(e)
 	}
 	keepObservedEntry := keepEntry(leftAlone)
 	if len(gone) == 0 && all(desired.Addrs, keepAddr) && all(desired.Sets, keepDesiredEntry) && all(observed.Sets, keepObservedEntry) {

@@ -89,17 +89,41 @@ func diffService(want, have *model.Service, emit func(model.Op)) {
 	if !want.VirtualServer.Equal(have.VirtualServer) {
 		emit(model.Op{Kind: model.UpdateService, VS: want.VirtualServer})
 	}
-	for _, rs := range have.Reals.All() {
-		if !want.Reals.Has(rs.Addr) {
-			emit(model.Op{Kind: model.DeleteReal, VS: want.VirtualServer, RS: rs})
-		}
+	diffReals(want, have, emit)
+}
+
+// diffReals compares the real servers of a desired virtual server with
+// the ones there, walking both sorted lists side by side: one pass, no
+// search per real server, so that a virtual server of thousands costs a
+// comparison each. The same list on both sides (the cache shares the
+// desired value where the kernel holds it) differs in nothing.
+func diffReals(want, have *model.Service, emit func(model.Op)) {
+	w, h := want.Reals.All(), have.Reals.All()
+	if len(w) == len(h) && (len(w) == 0 || &w[0] == &h[0]) {
+		return
 	}
-	for _, rs := range want.Reals.All() {
-		switch old, ok := have.Reals.Get(rs.Addr); {
-		case !ok:
-			emit(model.Op{Kind: model.AddReal, VS: want.VirtualServer, RS: rs})
-		case old != rs:
-			emit(model.Op{Kind: model.UpdateReal, VS: want.VirtualServer, RS: rs})
+	for len(w) > 0 || len(h) > 0 {
+		c := 0
+		switch {
+		case len(w) == 0:
+			c = 1
+		case len(h) == 0:
+			c = -1
+		default:
+			c = w[0].Addr.Compare(h[0].Addr)
+		}
+		switch {
+		case c > 0:
+			emit(model.Op{Kind: model.DeleteReal, VS: want.VirtualServer, RS: h[0]})
+			h = h[1:]
+		case c < 0:
+			emit(model.Op{Kind: model.AddReal, VS: want.VirtualServer, RS: w[0]})
+			w = w[1:]
+		default:
+			if w[0] != h[0] {
+				emit(model.Op{Kind: model.UpdateReal, VS: want.VirtualServer, RS: w[0]})
+			}
+			w, h = w[1:], h[1:]
 		}
 	}
 }

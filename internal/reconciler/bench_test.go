@@ -102,3 +102,55 @@ func fill(r *rig, n int) {
 		r.store.SetSlice(slice(name, corev1.ProtocolTCP, 8080, eps...))
 	}
 }
+
+// BenchmarkRollingUpdate is a rolling update of one Service of S
+// endpoints (slices of 100, as the EndpointSlice controller makes them)
+// on the fake kernel: every pod is replaced in turn at 100 a second, and
+// the runner, coalescing what comes between syncs, syncs every 100 ms: a
+// sync per step of 10 pods, whose slice updates turn 10 old endpoints
+// terminating, remove the 10 that turned terminating the step before and
+// add 10 new ready ones in their slots (30 endpoint changes). One op is
+// one step and its sync; the metrics are per endpoint change, and flat in
+// S when a change costs what it changes, not what the Service holds.
+// Removed endpoints have no connection left, so they go at once.
+func BenchmarkRollingUpdate(b *testing.B) {
+	for _, size := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("%d-endpoints", size), func(b *testing.B) {
+			r := newRig(b)
+			ro := newRollout("big", size, 10)
+			r.store.SetService(service("big", "10.96.0.10", corev1.ProtocolTCP, 80))
+			for j := range ro.slots {
+				r.store.SetSlice(ro.sliceObj(j))
+			}
+			ctx := context.Background()
+			if _, err := r.rec.Sync(ctx, false); err != nil {
+				b.Fatal(err)
+			}
+			var mallocs uint64
+			var elapsed time.Duration
+			var before, after runtime.MemStats
+			b.ResetTimer()
+			b.StopTimer()
+			for range b.N {
+				for _, j := range ro.step() {
+					r.store.SetSlice(ro.sliceObj(j))
+				}
+				r.clock.advance(100 * time.Millisecond)
+				runtime.ReadMemStats(&before)
+				b.StartTimer() // it reads the memory statistics too: not timed here
+				start := time.Now()
+				st, err := r.rec.Sync(ctx, false)
+				elapsed += time.Since(start)
+				b.StopTimer()
+				runtime.ReadMemStats(&after)
+				if err != nil || st.Failed > 0 || st.Ops == 0 {
+					b.Fatalf("sync: %d ops, %d failed, %v", st.Ops, st.Failed, err)
+				}
+				mallocs += after.Mallocs - before.Mallocs
+			}
+			changes := float64(b.N * ro.endpointChanges())
+			b.ReportMetric(float64(elapsed.Nanoseconds())/changes, "ns/endpoint-change")
+			b.ReportMetric(float64(mallocs)/changes, "allocs/endpoint-change")
+		})
+	}
+}

@@ -10,10 +10,10 @@ import (
 
 // drainInput is what the drain decision needs; all values, no kernel.
 type drainInput struct {
-	desired  model.State // the scoped desired state; changed in place (cloned services)
-	observed model.State // the scoped observed state
-	conns    map[dataplane.RealRef]model.Conns
-	since    map[dataplane.RealRef]time.Time // when each drain started; updated in place
+	desired  model.State                                 // the scoped desired state; changed in place (cloned services)
+	observed model.State                                 // the scoped observed state
+	conns    func(dataplane.RealRef) (model.Conns, bool) // a real server's counters, if known
+	since    map[dataplane.RealRef]time.Time             // when each drain started; updated in place
 	timeout  func(model.VSKey) time.Duration
 	now      time.Time
 }
@@ -31,26 +31,42 @@ func drain(in drainInput) (draining int) {
 		if !ok {
 			continue
 		}
-		kept := false
-		for _, rs := range have.Reals.All() {
+		var keep []model.RealServer
+		eachReal(want.Reals, have.Reals, func(rs model.RealServer, wanted bool) {
 			addr := rs.Addr
-			if want.Reals.Has(addr) {
+			if wanted {
 				delete(in.since, dataplane.RealRef{VS: k, RS: addr})
-				continue
+				return
 			}
-			if !keepDraining(in, k, addr) {
-				continue
+			if keepDraining(in, k, addr) {
+				keep = append(keep, model.RealServer{Addr: addr, Weight: 0, Forward: rs.Forward})
 			}
-			if !kept {
-				want = want.Clone()
-				in.desired.Services[k] = want
-				kept = true
-			}
-			want.Reals.Set(model.RealServer{Addr: addr, Weight: 0, Forward: rs.Forward})
-			draining++
+		})
+		if len(keep) == 0 {
+			continue
 		}
+		want = want.Clone()
+		want.Reals.Grow(len(keep))
+		for _, rs := range keep {
+			want.Reals.Set(rs)
+		}
+		in.desired.Services[k] = want
+		draining += len(keep)
 	}
 	return draining
+}
+
+// eachReal calls fn with every real server of have, in address order,
+// telling whether want lists its address too: both lists are walked side
+// by side, a comparison per real server rather than a search.
+func eachReal(want, have model.Reals, fn func(rs model.RealServer, wanted bool)) {
+	w := want.All()
+	for _, rs := range have.All() {
+		for len(w) > 0 && w[0].Addr.Compare(rs.Addr) < 0 {
+			w = w[1:]
+		}
+		fn(rs, len(w) > 0 && w[0].Addr == rs.Addr)
+	}
 }
 
 // keepDraining tells whether a departed real server stays at weight 0 now,
@@ -66,7 +82,7 @@ func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort) bool {
 		start = in.now
 		in.since[ref] = start
 	}
-	conns, known := in.conns[ref]
+	conns, known := in.conns(ref)
 	if (known && conns.Total() == 0) || in.now.Sub(start) >= in.timeout(k) {
 		delete(in.since, ref)
 		return false

@@ -173,7 +173,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
 	st.Draining = drain(drainInput{
-		desired: desired, observed: observed, conns: r.obs.Conns(), since: r.drains,
+		desired: desired, observed: observed, conns: r.obs.Conn, since: r.drains,
 		timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetDrains(r.drains, r.desired.state)
@@ -463,12 +463,9 @@ func hasDeparted(want, have *model.Service) bool {
 	if have == nil {
 		return false
 	}
-	for _, rs := range have.Reals.All() {
-		if !want.Reals.Has(rs.Addr) {
-			return true
-		}
-	}
-	return false
+	departed := false
+	eachReal(want.Reals, have.Reals, func(_ model.RealServer, wanted bool) { departed = departed || !wanted })
+	return departed
 }
 
 // drainTimeout is a virtual server's drain timeout: its Service's

@@ -1,10 +1,8 @@
 package translate
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -47,82 +45,78 @@ type endpointIndex map[portKey][]endpoint
 // proxy. An endpoint listed in several slices (it moves between slices in
 // two steps) counts once, with its best conditions.
 //
-// The endpoints are gathered in one slice, sorted by port and address and
-// folded where equal: a Service's ten endpoints cost a slice and a small
-// map, not a map per port (a cold start translates every Service).
+// The slices' ports are counted first, so that every port's endpoints go
+// in their own part of one array made at its size, each part sorted by
+// address and folded where equal in place: a Service's ten endpoints cost
+// that array and a small map, not a map per port (a cold start translates
+// every Service), and one of thousands is not copied again to be sorted.
 func collectEndpoints(epSlices []*discoveryv1.EndpointSlice, cfg Config) endpointIndex {
-	var all []keyedEndpoint
+	var keys []portKey
+	var counts []int
+	eachPort(epSlices, cfg, func(s *discoveryv1.EndpointSlice, key portKey, _ uint16) {
+		i := slices.Index(keys, key)
+		if i < 0 {
+			i = len(keys)
+			keys, counts = append(keys, key), append(counts, 0)
+		}
+		counts[i] += len(s.Endpoints)
+	})
+	if len(keys) == 0 {
+		return endpointIndex{}
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	all := make([]endpoint, total)
+	parts := make([][]endpoint, len(keys))
+	for i, off := 0, 0; i < len(keys); i++ {
+		parts[i], off = all[off:off:off+counts[i]], off+counts[i]
+	}
+	eachPort(epSlices, cfg, func(s *discoveryv1.EndpointSlice, key portKey, port uint16) {
+		i := slices.Index(keys, key)
+		for j := range s.Endpoints {
+			if ep, ok := newEndpoint(&s.Endpoints[j], port, key.v6, cfg); ok {
+				parts[i] = append(parts[i], ep)
+			}
+		}
+	})
+	idx := make(endpointIndex, len(keys))
+	for i, eps := range parts {
+		if len(eps) == 0 {
+			continue
+		}
+		// Stable: of equal copies the first listed is kept unless a later
+		// one is better.
+		slices.SortStableFunc(eps, func(a, b endpoint) int { return a.addr.Compare(b.addr) })
+		kept := eps[:1]
+		for _, ep := range eps[1:] {
+			if n := len(kept); kept[n-1].addr == ep.addr {
+				if better(ep, kept[n-1], cfg.NodeName) {
+					kept[n-1] = ep
+				}
+				continue
+			}
+			kept = append(kept, ep)
+		}
+		idx[keys[i]] = kept
+	}
+	return idx
+}
+
+// eachPort calls fn with every usable port of every slice handed to this
+// proxy, in order.
+func eachPort(epSlices []*discoveryv1.EndpointSlice, cfg Config, fn func(s *discoveryv1.EndpointSlice, key portKey, port uint16)) {
 	for _, s := range epSlices {
 		if s == nil || !sliceUsable(s, cfg) {
 			continue
 		}
 		for _, p := range s.Ports {
-			key, port, ok := slicePort(s, p)
-			if !ok {
-				continue
-			}
-			if all == nil {
-				all = make([]keyedEndpoint, 0, len(s.Endpoints)*len(s.Ports))
-			}
-			for i := range s.Endpoints {
-				if ep, ok := newEndpoint(&s.Endpoints[i], port, key.v6, cfg); ok {
-					all = append(all, keyedEndpoint{key, ep})
-				}
+			if key, port, ok := slicePort(s, p); ok {
+				fn(s, key, port)
 			}
 		}
 	}
-	// Stable: of equal copies the first listed is kept unless a later one
-	// is better.
-	slices.SortStableFunc(all, compareKeyed)
-	idx := endpointIndex{}
-	for rest := all; len(rest) > 0; {
-		run := rest[:runOf(rest)]
-		rest = rest[len(run):]
-		eps := make([]endpoint, 0, len(run))
-		for _, ke := range run {
-			if n := len(eps); n > 0 && eps[n-1].addr == ke.ep.addr {
-				if better(ke.ep, eps[n-1], cfg.NodeName) {
-					eps[n-1] = ke.ep
-				}
-				continue
-			}
-			eps = append(eps, ke.ep)
-		}
-		idx[run[0].key] = eps
-	}
-	return idx
-}
-
-// keyedEndpoint is an endpoint with the slice port it was listed under.
-type keyedEndpoint struct {
-	key portKey
-	ep  endpoint
-}
-
-// compareKeyed orders by port, then by address.
-func compareKeyed(a, b keyedEndpoint) int {
-	if c := strings.Compare(a.key.name, b.key.name); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.key.proto, b.key.proto); c != 0 {
-		return c
-	}
-	if a.key.v6 != b.key.v6 {
-		if a.key.v6 {
-			return 1
-		}
-		return -1
-	}
-	return a.ep.addr.Compare(b.ep.addr)
-}
-
-// runOf counts the leading endpoints of sorted that share its first's port.
-func runOf(sorted []keyedEndpoint) int {
-	n := 0
-	for n < len(sorted) && sorted[n].key == sorted[0].key {
-		n++
-	}
-	return n
 }
 
 // sliceUsable tells whether a slice carries IP endpoints meant for us.

@@ -47,29 +47,28 @@ func selectReals(eps []endpoint, local bool, nodeName, zone string) []model.Real
 	} else {
 		mode = topologyFor(eps, nodeName, zone)
 	}
+	// One pass in the candidates' (address) order, so that the real
+	// servers come out sorted: a Service of thousands is not sorted again.
+	anyReady := slices.ContainsFunc(cands, func(ep endpoint) bool { return ep.ready && mode.admits(ep, nodeName, zone) })
 	out := make([]model.RealServer, 0, len(cands)) // each candidate once at most
-	add := func(ep endpoint, w int) {
-		out = append(out, model.RealServer{Addr: ep.addr, Weight: w, Forward: model.Masq})
-	}
 	for _, ep := range cands {
-		if ep.ready && mode.admits(ep, nodeName, zone) {
-			add(ep, 1)
-		}
-	}
-	if len(out) == 0 {
-		// No ready endpoint anywhere in the candidates (topology only ever
-		// applies when a ready endpoint matches it): fall back to endpoints
-		// that are terminating but still serve.
-		for _, ep := range cands {
+		w := -1
+		switch {
+		case !anyReady:
+			// No ready endpoint anywhere in the candidates (topology only
+			// ever applies when a ready endpoint matches it): fall back to
+			// endpoints that are terminating but still serve.
 			if ep.serving && ep.terminating {
-				add(ep, 1)
+				w = 1
 			}
+		case !mode.admits(ep, nodeName, zone):
+		case ep.ready:
+			w = 1
+		case ep.serving && ep.terminating:
+			w = 0
 		}
-		return out
-	}
-	for _, ep := range cands {
-		if !ep.ready && ep.serving && ep.terminating && mode.admits(ep, nodeName, zone) {
-			add(ep, 0)
+		if w >= 0 {
+			out = append(out, model.RealServer{Addr: ep.addr, Weight: w, Forward: model.Masq})
 		}
 	}
 	return out
