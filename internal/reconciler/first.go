@@ -49,7 +49,7 @@ func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time
 	desired, observed := r.scoped(scope, false)
 	// The start's read has every real server's connections: one that left
 	// drains as in any sync.
-	drain(drainInput{desired: desired, observed: observed, conns: r.obs.Conns(), since: r.drains,
+	drain(drainInput{desired: desired, observed: observed, conns: r.obs.Conn, since: r.drains,
 		timeout: r.drainTimeout, now: now})
 	owner := r.ownerOf(r.obs.State(), r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
 	ops, _ := plan.Plan(desired, observed, owner)
