@@ -313,6 +313,37 @@ func (s *Store) Service(name model.ServiceName) (*corev1.Service, []*discoveryv1
 	return s.services[name], out
 }
 
+// ClusterIPShared tells whether another Service held lists one of the
+// named Service's ClusterIPs as its own (false if it is absent). The API
+// server's allocator never does that; a folder of manifests may.
+func (s *Store) ClusterIPShared(name model.ServiceName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	svc := s.services[name]
+	if svc == nil {
+		return false
+	}
+	mine := clusterIPs(svc)
+	for other, o := range s.services {
+		if other == name {
+			continue
+		}
+		for _, ip := range clusterIPs(o) {
+			if slices.Contains(mine, ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// clusterIPs are a Service's ClusterIPs, its clusterIP field too (an
+// object written without clusterIPs), without "None".
+func clusterIPs(svc *corev1.Service) []string {
+	ips := append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...)
+	return slices.DeleteFunc(ips, func(ip string) bool { return ip == "" || ip == corev1.ClusterIPNone })
+}
+
 // ServiceNames lists every Service held, sorted.
 func (s *Store) ServiceNames() []model.ServiceName {
 	s.mu.Lock()

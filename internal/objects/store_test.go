@@ -251,3 +251,41 @@ func TestNodeUpdatesWakeOnlyForWhatIsRead(t *testing.T) {
 		})
 	}
 }
+
+// A ClusterIP is shared when another Service lists it, in clusterIP or in
+// clusterIPs; headless Services ("None") share nothing.
+func TestClusterIPShared(t *testing.T) {
+	svc := func(name string, ips ...string) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		if len(ips) > 0 {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = ips[0], ips
+		}
+		return s
+	}
+	api := model.ServiceName{Namespace: "default", Name: "kubernetes"}
+	for _, tc := range []struct {
+		name   string
+		others []*corev1.Service
+		want   bool
+	}{
+		{"alone", nil, false},
+		{"others elsewhere", []*corev1.Service{svc("a", "10.96.0.2"), svc("b")}, false},
+		{"headless beside it", []*corev1.Service{svc("h", "None")}, false},
+		{"same ClusterIP", []*corev1.Service{svc("a", "10.96.0.1")}, true},
+		{"its second family's ClusterIP", []*corev1.Service{svc("a", "fd00::2", "fd00::1")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStore()
+			s.SetService(svc("kubernetes", "10.96.0.1", "fd00::1"))
+			for _, o := range tc.others {
+				s.SetService(o)
+			}
+			if got := s.ClusterIPShared(api); got != tc.want {
+				t.Fatalf("ClusterIPShared = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if NewStore().ClusterIPShared(api) {
+		t.Fatal("an absent Service shares nothing")
+	}
+}

@@ -9,6 +9,7 @@
 package observed
 
 import (
+	"maps"
 	"net/netip"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
@@ -62,15 +63,26 @@ func (c *Cache) Load(obs dataplane.Observation) {
 	c.revs.load()
 }
 
-// Reserve sizes an empty cache's maps for what is about to be applied (a
-// cold start, which fills it from empty): maps grown from empty to 10,000
+// Reserve sizes the cache's maps for what is about to be applied when it
+// holds next to nothing of it (a cold start, which fills it from empty or
+// from the few entries served first): maps grown from empty to 10,000
 // virtual servers and 130,000 set members rehash a dozen times.
 func (c *Cache) Reserve(services, addrs, sets int) {
-	if !c.state.Empty() {
+	held := len(c.state.Services) + len(c.state.Addrs) + len(c.state.Sets)
+	if held*reserveShare >= services+addrs+sets {
 		return
 	}
-	c.state = model.SizedState(services, addrs, sets)
+	sized := model.SizedState(services, addrs, sets)
+	maps.Copy(sized.Services, c.state.Services)
+	maps.Copy(sized.Addrs, c.state.Addrs)
+	maps.Copy(sized.Sets, c.state.Sets)
+	c.state = sized
 }
+
+// reserveShare: Reserve sizes a cache holding under 1/reserveShare of what
+// is coming; one that holds more (a sync's few changes, or a table whose
+// adds keep failing) is not copied again.
+const reserveShare = 16
 
 // State is the whole observed state, to read: its maps and services are
 // the cache's and must not be changed. The maps change with the next

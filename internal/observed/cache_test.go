@@ -248,3 +248,26 @@ func TestConnsGoWithTheirRealServer(t *testing.T) {
 		})
 	}
 }
+
+// Reserve keeps what the cache holds, sizing it for a start's table or
+// not: a few entries served first stay in the cache, in its digests and
+// in step with the kernel as the rest is applied.
+func TestReserveKeepsWhatIsHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		services, addrs, sets int
+	}{
+		{"a start's table, sized", 10000, 10000, 130000},
+		{"a sync's few, not sized", 2, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKernel(t, addMember(mem), addVS(web), addRS(web, rs1), bind(vip))
+			k.c.Reserve(tc.services, tc.addrs, tc.sets)
+			k.checkDigests()
+			k.apply(addMember(mem2), addVS(dns), addRS(dns, rs3), addRS(web, rs2), bind(vip2))
+			if got, want := k.c.State().Dump(), k.state.Dump(); got != want {
+				t.Fatalf("the cache holds\n%s\nthe kernel\n%s", got, want)
+			}
+		})
+	}
+}

@@ -26,24 +26,29 @@ var firstServices = []model.ServiceName{{Namespace: "default", Name: "kubernetes
 // only logged: the whole plan holds whatever did not reach the kernel and
 // tries it again, and reports it. It returns the operations it planned.
 func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time.Time) int {
+	start := time.Now() // the log's, not a measurement's
 	var names []model.ServiceName
 	for _, name := range firstServices {
-		if svc, _ := r.opt.Store.Service(name); svc != nil {
+		// A ClusterIP another Service lists too is decided by the whole
+		// translation (the older one wins): served alone first, it would
+		// flip to the other and back.
+		if !r.opt.Store.ClusterIPShared(name) {
 			names = append(names, name)
 		}
 	}
-	if len(names) == 0 {
-		return 0
-	}
-	start := time.Now() // the log's, not a measurement's
 	cfg := r.translateConfig()
 	r.node, r.nodePortAddrs = nodeStatus(node), translate.NodePortAddrs(node, cfg)
 	scope := plan.NewScope()
+	var served []model.ServiceName
 	for i, t := range translateAll(r.opt.Store, names, node, cfg) {
-		if t.res.Err != nil {
-			continue // the whole plan translates it again and says why
+		if t.svc == nil || t.res.Err != nil {
+			continue // absent, or failing: the whole plan says why
 		}
 		r.desired.replace(names[i], t.res, t.svc.CreationTimestamp.Time, scope)
+		served = append(served, names[i])
+	}
+	if len(served) == 0 {
+		return 0
 	}
 	r.reserved = r.reservedAddrs(node)
 	desired, observed := r.scoped(scope, false)
@@ -54,7 +59,7 @@ func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time
 	owner := r.ownerOf(r.obs.State(), r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
 	ops, _ := plan.Plan(desired, observed, owner)
 	out := r.apply(ctx, []plan.Pass{func() []model.Op { return ops }}, now)
-	r.log.Info("served first", zap.Stringers("services", names), zap.Int("ops", out.planned),
+	r.log.Info("served first", zap.Stringers("services", served), zap.Int("ops", out.planned),
 		zap.Int("failed", out.failed), zap.Duration("took", time.Since(start)))
 	return out.planned
 }

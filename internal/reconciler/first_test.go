@@ -35,12 +35,14 @@ func callAddr(c fake.Call) (netip.Addr, bool) {
 // a cold start, and the start ends in the same state as without it.
 func TestColdStartServesKubernetesFirst(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		cold  bool // the kernel starts empty (else a restart on a full table)
-		moved bool // the API server's endpoint moved while the agent was down
+		name string
+		// cold: the kernel starts empty; else the agent restarts on a full
+		// table while the API server's endpoint moved (the old one, still
+		// in use, must drain).
+		cold bool
 	}{
 		{name: "cold start", cold: true},
-		{name: "restart, endpoint moved", moved: true},
+		{name: "restart, endpoint moved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
@@ -132,5 +134,24 @@ func sameAsUnordered(t *testing.T, r *rig) {
 	plain.sync(true)
 	if got, want := r.fake.Dump(), plain.fake.Dump(); got != want {
 		t.Fatalf("the start that served the API server first ends in\n%s\nwant (served in turn)\n%s", got, want)
+	}
+}
+
+// Served first, a ClusterIP another Service lists too (a folder of
+// manifests has no allocator) would go to the API server's Service alone
+// and then, in the whole plan, to the older one: the start leaves it to
+// the whole plan, and a restart plans nothing.
+func TestServedFirstLeavesASharedClusterIPToTheWholePlan(t *testing.T) {
+	r := newRig(t)
+	r.store.SetService(service("api", "10.96.0.1", corev1.ProtocolTCP, 443)) // ranks first by name
+	r.store.SetSlice(slice("api", corev1.ProtocolTCP, 6443, onNoNode("192.168.0.20")))
+	r.store.SetService(service("kubernetes", "10.96.0.1", corev1.ProtocolTCP, 443))
+	r.store.SetSlice(slice("kubernetes", corev1.ProtocolTCP, 6443, onNoNode("192.168.0.10")))
+	r.sync(true)
+	want := "-A -t 10.96.0.1:443 -s rr\n  -a -t 10.96.0.1:443 -r 192.168.0.20:6443 -m -w 1\naddr 10.96.0.1\n"
+	r.expectDump(want)
+	r.restart()
+	if st := r.sync(true); st.Ops != 0 {
+		t.Fatalf("a restart on an unchanged cluster planned %d operations:\n%s", st.Ops, r.fake.Dump())
 	}
 }
