@@ -38,6 +38,7 @@ type cluster struct {
 	nextFresh int
 	nextSvc   int
 	nextSlice int
+	nextNode  int
 }
 
 func svcName(i int) string  { return fmt.Sprintf("svc-%05d", i) }
@@ -286,4 +287,32 @@ func parallel(n, w int, f func(i int) error) error {
 	close(idx)
 	wg.Wait()
 	return first
+}
+
+// changeNodes writes k kubelet heartbeats (the Ready condition's
+// heartbeat time, as a kubelet's status report every 5 minutes does) to k
+// distinct Nodes, 8 writers at once.
+func (c *cluster) changeNodes(ctx context.Context, k int) error {
+	if c.nodes == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	first := c.nextNode
+	c.nextNode += k
+	c.mu.Unlock()
+	return parallel(k, 8, func(m int) error {
+		name := nodeName((first + m) % c.nodes)
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read Node %s: %w", name, err)
+		}
+		now := metav1.Now()
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].LastHeartbeatTime = now
+		}
+		if _, err := c.cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update Node %s status: %w", name, err)
+		}
+		return nil
+	})
 }

@@ -47,6 +47,7 @@ type result struct {
 	Settled   traffic   `json:"after_2s"`        // the 2 s after that (watches opening)
 	Slice     traffic   `json:"slice_changes"`   // K EndpointSlice changes, until the store saw them
 	Service   traffic   `json:"service_changes"` // K Service changes, likewise
+	Node      traffic   `json:"node_changes"`    // K Node heartbeats, until the stream is quiet for 1 s
 	Changes   int       `json:"changes"`
 	Client    synced    `json:"client"`
 	ServerCPU float64   `json:"server_cpu_s"`  // the API server's CPU over the first list, its idle rate taken out
@@ -244,8 +245,33 @@ func measure(ctx context.Context, f runFlags, c *cluster, apiAddr string, t tran
 	if err := ask(fmt.Sprintf("services %d", f.changes)); err != nil {
 		return res, err
 	}
-	res.Service = p.read().minus(t3)
+	t4 := p.read()
+	res.Service = t4.minus(t3)
+	// The store keeps no count of other Nodes' updates (a heartbeat
+	// changes nothing it keeps): wait until the stream is quiet.
+	if c.nodes > 0 {
+		if err := c.changeNodes(ctx, f.changes); err != nil {
+			return res, err
+		}
+		res.Node = quiet(p).minus(t4)
+	}
 	return res, nil
+}
+
+// quiet is the proxy's counters once nothing has moved for a second.
+func quiet(p *proxy) traffic {
+	last := p.read()
+	still := time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		now := p.read()
+		if now.Down != last.Down || now.Up != last.Up {
+			last, still = now, time.Now()
+		} else if time.Since(still) >= time.Second {
+			break
+		}
+	}
+	return last
 }
 
 func logf(format string, a ...any) {
