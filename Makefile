@@ -11,7 +11,7 @@ PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE    ?= kube-ipvs:$(VERSION)
 DIST     ?= dist/$(VERSION)
 
-.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench bench-quick coldstart conntrack-bench demo vet fmt clean
+.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench bench-quick coldstart conntrack-bench apicost demo vet fmt clean
 
 all: build
 
@@ -147,6 +147,14 @@ coldstart:
 # it). Prints numbers; minutes under emulation. Not part of `test`.
 conntrack-bench:
 	scripts/conntrack-bench-vm.sh
+
+# What one node's watch path costs the API server and the node over
+# HTTP/1.1 and HTTP/2, gzip and identity: connections, bytes of the first
+# list and per change, CPU of both sides, against a real kube-apiserver
+# (scripts/apicost.sh lists the settings). Prints a table; minutes at the
+# default sizes. Not part of `test`.
+apicost:
+	scripts/apicost.sh
 
 demo:
 	scripts/demo.sh

@@ -246,3 +246,23 @@ func TestPreCheckRefusesAnEmptyMode(t *testing.T) {
 		})
 	}
 }
+
+// The agent talks to its API server as client-go and kube-proxy do by
+// default, HTTP/2 with gzip, whether or not a kube-proxy file is given (it
+// has no such settings); each flag turns its half off.
+func TestAPITransportDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args              []string
+		http2, compressed bool
+	}{
+		{nil, true, true},
+		{[]string{"--config", kubeProxyFile}, true, true},
+		{[]string{"--kube-api-http2=false"}, false, true},
+		{[]string{"--kube-api-compression=false"}, true, false},
+	} {
+		o, _ := parse(t, tc.args...)
+		if c := o.Config.Client; c.HTTP2 != tc.http2 || c.Compression != tc.compressed {
+			t.Errorf("%q: HTTP2 %v Compression %v, want %v %v", tc.args, c.HTTP2, c.Compression, tc.http2, tc.compressed)
+		}
+	}
+}

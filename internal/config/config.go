@@ -120,7 +120,9 @@ const (
 func Default() Config {
 	return Config{
 		ProxyMode: ProxyModeIPVS,
-		Client:    Client{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf},
+		// HTTP/2 and gzip: client-go's defaults, and kube-proxy's (see
+		// source.ClientOptions for what each costs whom).
+		Client: Client{QPS: 5, Burst: 10, ContentType: ContentTypeProtobuf, HTTP2: true, Compression: true},
 		Translation: Translation{
 			Scheduler:    model.SchedRR,
 			Families:     model.Families{IPv4: true, IPv6: true},

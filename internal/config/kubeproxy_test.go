@@ -295,7 +295,7 @@ func TestKubeProxyFileDefaults(t *testing.T) {
 		}},
 		{"logging:\n  verbosity: 3\n  flushFrequency: 5000000000\n", func(c Config) error { return wantEq(c.LogLevel, "3") }},
 		{"clientConnection:\n  qps: 0\n  burst: 0\n  contentType: application/json\n", func(c Config) error {
-			return wantEq(c.Client, Client{QPS: 5, Burst: 10, ContentType: "application/json"})
+			return wantEq(c.Client, Client{QPS: 5, Burst: 10, ContentType: "application/json", HTTP2: true, Compression: true})
 		}},
 	} {
 		t.Run(tc.yaml, func(t *testing.T) {

@@ -27,18 +27,24 @@ type ClientOptions struct {
 	// protobuf, else JSON (kinds without a protobuf form).
 	ContentType        string
 	AcceptContentTypes string
-	// Compression asks the API server to gzip its responses. Off unless
-	// asked: the start's list of every Service and EndpointSlice is what a
-	// node waits for, and inflating it costs the agent CPU while it lists
-	// (the server spends as much compressing it, per node); a node's link
-	// to its API server is rarely what limits that list.
+	// Compression asks the API server to gzip what it sends: lists, and
+	// since KEP-3157's streaming lists also the informers' watch streams,
+	// which carry a node's first list and every change after it. Over a
+	// fleet those bytes are what a node costs the API server's network, and
+	// protobuf Services and EndpointSlices shrink about four to one at the
+	// server's gzip level 1. The price is the server's CPU: it deflates for
+	// each connection what it otherwise encodes once for every watcher,
+	// up to twice its CPU for serving a node's first list; the node's
+	// inflating is small beside decoding. client-go and kube-proxy ask for
+	// it.
 	Compression bool
-	// HTTP2 talks HTTP/2 to the API server, one connection for every
-	// watch, as client-go does by default. Off unless asked: HTTP/1.1
-	// costs a connection per watch (three) but no flow control, under
-	// which the client sends a window update for every 4 KB it reads, a
-	// TLS record and a write each: a large initial list takes longer and
-	// more CPU over HTTP/2 (docs/benchmarks.md has the numbers).
+	// HTTP2 talks HTTP/2 to the API server: every watch on one connection,
+	// as client-go and kube-proxy do. Over HTTP/1.1 each of the agent's
+	// four watches (Services, EndpointSlices, its Node, every Node's
+	// addresses) holds a connection of its own, four times the connections
+	// per node an API server holds for the fleet. HTTP/2's flow control
+	// makes the client send a window update for every 4 KB it reads, about
+	// 1% of the bytes received sent back.
 	HTTP2 bool
 }
 
