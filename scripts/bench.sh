@@ -111,17 +111,7 @@ trap 'rm -rf "$work"' EXIT
 # kube-apiserver, etcd and kube-proxy at the client-go release (cached after the first build).
 bin=$("$root/scripts/apiserver/build.sh")
 # kube-proxy's nftables mode runs the nft tool: the VM gets the host's, with its libraries.
-if ! command -v nft >/dev/null; then
-  log "installing nftables (the nft tool)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >&2 ||
-    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables >&2; }
-fi
-nft_bin=$(command -v nft)
-adds=(--add "$nft_bin:/usr/sbin/nft")
-for lib in $(ldd "$nft_bin" | grep -o '/[^ ]*'); do
-  case "$lib" in */libc.so.* | */ld-linux*) continue ;; esac # the VM's base has them
-  adds+=(--add "$(readlink -f "$lib"):$lib")
-done
+mapfile -t adds < <("$root/scripts/vm/nft-adds.sh")
 
 mkdir -p "$work/bin"
 cp "$bin/kube-proxy" "$work/bin/kube-proxy"

@@ -14,6 +14,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 (cd "$root" && CGO_ENABLED=0 go test -c -o "$work/linux.test" ./internal/dataplane/linux)
-exec "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-900}" \
+# The announcements' test adds tables of other families with nft.
+mapfile -t adds < <("$root/scripts/vm/nft-adds.sh")
+exec "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-900}" "${adds[@]}" \
   --add "$work/linux.test:/usr/local/bin/linux.test" \
   -- env KUBE_IPVS_REQUIRE_KERNEL=1 /usr/local/bin/linux.test -test.v "$@"
