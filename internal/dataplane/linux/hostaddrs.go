@@ -55,26 +55,12 @@ type addrWatcher struct {
 // notification that may change them, until ctx ends or the subscription
 // breaks.
 func (w *addrWatcher) follow(ctx context.Context) {
-	updates, done := make(chan netlink.AddrUpdate, 256), make(chan struct{})
-	defer func() {
-		close(done)
-		for range updates { // let the receiver see its socket closed and end
-		}
-	}()
-	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
-		ReceiveBufferSize: 1 << 20,
-		ErrorCallback: func(err error) {
-			// Closing the subscription at shutdown makes the receiver fail
-			// (EAGAIN): that is not news.
-			if ctx.Err() == nil {
-				w.log.Warn("address notifications", zap.Error(err))
-			}
-		},
-	})
+	updates, stop, err := subscribeAddrs(ctx, w.log, "address notifications")
 	if err != nil {
 		w.log.Warn("subscribe to address notifications", zap.Error(err))
 		return
 	}
+	defer stop()
 	w.read()
 	for {
 		select {
@@ -169,4 +155,31 @@ func (w *addrWatcher) list() ([]netip.Addr, error) {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out), nil
+}
+
+// subscribeAddrs subscribes to the kernel's address announcements, with a
+// receive buffer large enough for a burst of binds. stop closes the
+// subscription and waits for its receiver to end; receive errors are
+// logged as what, except the one closing the subscription at shutdown
+// makes (EAGAIN), which is not news.
+func subscribeAddrs(ctx context.Context, log *zap.Logger, what string) (<-chan netlink.AddrUpdate, func(), error) {
+	updates, done := make(chan netlink.AddrUpdate, 256), make(chan struct{})
+	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
+		ReceiveBufferSize: 1 << 20,
+		ErrorCallback: func(err error) {
+			if ctx.Err() == nil {
+				log.Warn(what, zap.Error(err))
+			}
+		},
+	})
+	if err != nil {
+		close(done)
+		return nil, nil, err
+	}
+	stop := func() {
+		close(done)
+		for range updates { // let the receiver see its socket closed and end
+		}
+	}
+	return updates, stop, nil
 }

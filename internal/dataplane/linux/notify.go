@@ -67,24 +67,12 @@ func renewing(ctx context.Context, follow func(renewed bool)) {
 // ctx ends or the subscription breaks. A renewed subscription first
 // reports the addresses changed: announcements may have been lost.
 func (d *Dataplane) followAddrs(ctx context.Context, renewed bool, report func(dataplane.Event)) {
-	updates, done := make(chan netlink.AddrUpdate, 256), make(chan struct{})
-	defer func() {
-		close(done)
-		for range updates { // let the receiver see its socket closed and end
-		}
-	}()
-	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
-		ReceiveBufferSize: 1 << 20,
-		ErrorCallback: func(err error) {
-			if ctx.Err() == nil { // closing at shutdown fails the receive
-				d.log.Warn("address announcements", zap.Error(err))
-			}
-		},
-	})
+	updates, stop, err := subscribeAddrs(ctx, d.log, "address announcements")
 	if err != nil {
 		d.log.Warn("subscribe to address announcements", zap.Error(err))
 		return
 	}
+	defer stop()
 	if renewed {
 		report(dataplane.AddrsChanged)
 	}
