@@ -11,18 +11,20 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
 
-// announced collects what a Notifier's Watch reports.
-type announced chan dataplane.Event
+// Announced collects what a Notifier's Watch reports: pass its Report to
+// Watch, then wait with Heard.
+type Announced chan dataplane.Event
 
-func (a announced) report(ev dataplane.Event) {
+// Report is Watch's report function.
+func (a Announced) Report(ev dataplane.Event) {
 	select {
 	case a <- ev:
 	default: // a test reads what it waits for; a full buffer drops the rest
 	}
 }
 
-// heard tells whether want was reported within wait, dropping the rest.
-func (a announced) heard(want dataplane.Event, wait time.Duration) bool {
+// Heard tells whether want was reported within wait, dropping the rest.
+func (a Announced) Heard(want dataplane.Event, wait time.Duration) bool {
 	deadline := time.After(wait)
 	for {
 		select {
@@ -32,6 +34,17 @@ func (a announced) heard(want dataplane.Event, wait time.Duration) bool {
 			}
 		case <-deadline:
 			return false
+		}
+	}
+}
+
+// Drain forgets what was reported until nothing more comes for a while.
+func (a Announced) Drain() {
+	for {
+		select {
+		case <-a:
+		case <-time.After(300 * time.Millisecond):
+			return
 		}
 	}
 }
@@ -48,14 +61,14 @@ func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 	}
 	ctx := ctxFor(t)
 	must(t, "init", dp.Init(ctx))
-	a := make(announced, 1024)
+	a := make(Announced, 1024)
 	wctx, cancel := context.WithCancel(ctx)
 	watching := make(chan struct{})
-	go func() { n.Watch(wctx, a.report); close(watching) }()
+	go func() { n.Watch(wctx, a.Report); close(watching) }()
 	defer func() { cancel(); <-watching }()
 
 	// The subscription opens on Watch's goroutine: change until heard.
-	for i := 0; !a.heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
+	for i := 0; !a.Heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
 		if i == 50 {
 			t.Fatal("an address bound was never announced")
 		}
@@ -71,7 +84,7 @@ func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 		{"unbind " + vip6.String(), func() error { return unbindAddr(ctx, dp, vip6) }},
 	} {
 		must(t, step.what, step.do())
-		if !a.heard(dataplane.AddrsChanged, 5*time.Second) {
+		if !a.Heard(dataplane.AddrsChanged, 5*time.Second) {
 			t.Fatalf("%s: not announced", step.what)
 		}
 	}
@@ -81,7 +94,7 @@ func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 		t.Fatalf("LinkAddrs %v, Observe %v; want %s alone in both", got, want, vip4)
 	}
 	must(t, "delete the link", dp.DeleteLink(ctx))
-	if !a.heard(dataplane.AddrsChanged, 5*time.Second) {
+	if !a.Heard(dataplane.AddrsChanged, 5*time.Second) {
 		t.Fatal("the link's deletion: its addresses' loss not announced")
 	}
 	if addrs, err := n.LinkAddrs(ctx); err != nil || len(addrs) != 0 {
@@ -94,7 +107,7 @@ func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 		return
 	}
 	must(t, "ensure the shim", dp.EnsureShim(ctx, dualStack))
-	if !a.heard(dataplane.RulesChanged, 5*time.Second) {
+	if !a.Heard(dataplane.RulesChanged, 5*time.Second) {
 		t.Fatal("the shim's rules written: not announced")
 	}
 }

@@ -10,45 +10,10 @@ import (
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/dataplanetest"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/shim"
 )
-
-// watched collects what Watch reports.
-type watched chan dataplane.Event
-
-func (w watched) report(ev dataplane.Event) {
-	select {
-	case w <- ev:
-	default: // a test reads what it waits for; a full buffer drops the rest
-	}
-}
-
-// heard tells whether want was reported within wait, dropping the rest.
-func (w watched) heard(want dataplane.Event, wait time.Duration) bool {
-	deadline := time.After(wait)
-	for {
-		select {
-		case ev := <-w:
-			if ev&want != 0 {
-				return true
-			}
-		case <-deadline:
-			return false
-		}
-	}
-}
-
-// drain forgets what was reported.
-func (w watched) drain() {
-	for {
-		select {
-		case <-w:
-		case <-time.After(300 * time.Millisecond):
-			return
-		}
-	}
-}
 
 // TestWatchReportsTheLinkAndTheShimTables: in a fresh network namespace,
 // Watch reports an address added to or deleted from the link and a chain
@@ -67,28 +32,28 @@ func TestWatchReportsTheLinkAndTheShimTables(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", link).Run() })
 	run(t, "ip", "link", "set", "lo", "up")
 	d := linux.Watcher(link)
-	w := make(watched, 1024)
+	w := make(dataplanetest.Announced, 1024)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { d.Watch(ctx, w.report); close(done) }()
+	go func() { d.Watch(ctx, w.Report); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	// The subscriptions open on Watch's goroutines: change until heard.
-	for i := 0; !w.heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
+	for i := 0; !w.Heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
 		if i == 50 {
 			t.Fatal("an address added to the link was never reported")
 		}
 		run(t, "ip", "addr", "replace", "10.96.0.99/32", "dev", link)
 		run(t, "ip", "addr", "del", "10.96.0.99/32", "dev", link)
 	}
-	for i := 0; !w.heard(dataplane.RulesChanged, 200*time.Millisecond); i++ {
+	for i := 0; !w.Heard(dataplane.RulesChanged, 200*time.Millisecond); i++ {
 		if i == 50 {
 			t.Fatal("a chain made in iptables-nft's nat table was never reported")
 		}
 		run(t, "iptables-nft", "-w", "-t", "nat", "-N", "KUBE-IPVS-WATCH")
 		run(t, "iptables-nft", "-w", "-t", "nat", "-X", "KUBE-IPVS-WATCH")
 	}
-	w.drain()
+	w.Drain()
 
 	for _, tc := range []struct {
 		name   string
@@ -118,13 +83,13 @@ func TestWatchReportsTheLinkAndTheShimTables(t *testing.T) {
 				run(t, c[0], c[1:]...)
 			}
 			if tc.want != 0 {
-				if !w.heard(tc.want, 5*time.Second) {
+				if !w.Heard(tc.want, 5*time.Second) {
 					t.Fatalf("not reported")
 				}
-				w.drain()
+				w.Drain()
 				return
 			}
-			if w.heard(dataplane.AddrsChanged|dataplane.RulesChanged, 500*time.Millisecond) {
+			if w.Heard(dataplane.AddrsChanged|dataplane.RulesChanged, 500*time.Millisecond) {
 				t.Fatal("reported")
 			}
 		})
