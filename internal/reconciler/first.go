@@ -56,9 +56,8 @@ func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time
 	// drains as in any sync.
 	drain(drainInput{desired: desired, observed: observed, conns: r.obs.Conn, since: r.drains,
 		timeout: r.drainTimeout, now: now})
-	owner := r.ownerOf(r.obs.State(), r.reserved, r.desired.nodePorts, r.nodePortAddrs).Made(r.made)
-	ops, _ := plan.Plan(desired, observed, owner)
-	out := r.apply(ctx, []plan.Pass{func() []model.Op { return ops }}, now)
+	passes, _ := r.passes(desired, observed, false) // refusals: the whole plan says them
+	out := r.apply(ctx, passes, now)
 	r.log.Info("served first", zap.Stringers("services", served), zap.Int("ops", out.planned),
 		zap.Int("failed", out.failed), zap.Duration("took", time.Since(start)))
 	return out.planned
