@@ -17,7 +17,10 @@
 # a thousand at a time, with iproute2's `ip -batch`; COLDSTART_RESYNC=SECS then
 # runs the agent again on the table it left for SECS seconds (its first sync
 # and the periodic resyncs read the whole kernel) and prints each full sync's
-# time and the CPU used, with profiles bin/coldstart-{cpu,heap}-resync-N.pprof.
+# time and the CPU used, with profiles bin/coldstart-{cpu,heap}-resync-N.pprof;
+# COLDSTART_SCAN=1 then times the rescan's read of that table and its parts
+# (BenchmarkScanKernel, internal/dataplane/linux), with a CPU profile of the
+# whole read in bin/coldstart-cpu-scan-N.pprof (read it with bin/linux.test.coldstart).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +32,12 @@ mkdir -p "$root/bin"
 
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$work/kube-ipvs" ./cmd/kube-ipvs)
 cp "$work/kube-ipvs" "$root/bin/kube-ipvs.coldstart"
+adds=(--add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" --add "$work/guest.sh:/guest.sh")
+if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
+  (cd "$root" && CGO_ENABLED=0 go test -trimpath -c -o "$work/linux.test" ./internal/dataplane/linux)
+  cp "$work/linux.test" "$root/bin/linux.test.coldstart"
+  adds+=(--add "$work/linux.test:/usr/local/bin/linux.test")
+fi
 
 cat >"$work/guest.sh" <<'GUEST'
 set -u
@@ -116,6 +125,15 @@ for n in $COLDSTART_NS; do
     echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
     [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
   fi
+  # The rescan's read of the table the agent left: first the whole read
+  # alone with a CPU profile, then each part.
+  if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
+    KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
+      -test.cpuprofile /tmp/cpu-scan-$n.pprof | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
+    KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$' -test.benchtime 3x \
+      | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
+    emit cpu-scan-$n
+  fi
 done
 
 # VIPs: N addresses on a dummy link, then N local routes on it (the
@@ -150,13 +168,12 @@ fi
 GUEST
 
 log="$work/console.log"
-KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 \
-  --add "$work/kube-ipvs:/usr/local/bin/kube-ipvs" --add "$work/guest.sh:/guest.sh" \
+KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 "${adds[@]}" \
   --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
-  --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" \
+  --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" --env "COLDSTART_SCAN=${COLDSTART_SCAN:-0}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
-  for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n; do
+  for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n cpu-scan-$n; do
     if grep -q "^coldstart-profile-begin $p\$" "$log"; then
       sed -n "/^coldstart-profile-begin $p\$/,/^coldstart-profile-end $p\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$p.pprof"
       echo "coldstart-vm: profile $p in bin/coldstart-$p.pprof"

@@ -21,10 +21,17 @@ import (
 // socket is the package's one netlink transport: every IPVS, ipset,
 // nftables and conntrack request, and every batch of address changes, goes
 // out on one (links and the address subscription go through
-// vishvananda/netlink). It is non-blocking and waits in the runtime's
-// poller, so that a deadline, or the context's cancellation, ends any wait
-// in the caller's own goroutine: a call starts no goroutine and leaves none
-// behind.
+// vishvananda/netlink). The kernel handles a netlink request while it is
+// sent, and each answer of a dump while the one before it is received, so
+// an answer is queued before it is read: the socket is non-blocking and
+// kept off the runtime's poller, whose thread the kernel would otherwise
+// wake for every datagram (ten thousand dumps and more per read of the
+// table), and its send and receive never block, so they run without
+// handing the goroutine's processor to another thread. When nothing is
+// queued after all (an answer that has not come), the call waits in poll(2)
+// in short slices, so that a deadline, or the context's cancellation, ends
+// the wait in the caller's own goroutine: a call starts no goroutine and
+// leaves none behind.
 //
 // A socket is not safe for concurrent use. A call that fails in the
 // middle of an exchange (its deadline passed, an answer it cannot parse)
@@ -33,14 +40,17 @@ import (
 type socket struct {
 	proto int
 	ns    netns.NsHandle // where it is made; not open: the current namespace
-	f     *os.File       // nil: closed, opened again on next use
-	raw   syscall.RawConn
+	fd    int            // -1: closed, opened again on next use
 	seq   uint32
+	// ctx and deadline bound the exchange under way (within).
+	ctx      context.Context
+	deadline time.Time
 	// answered: the exchange under way has read its last answer, so
 	// nothing of it is left queued (a refusal leaves the socket usable).
 	answered bool
-	out      []byte // the send being built, reused
-	in       []byte // receive buffer
+	out      []byte                   // the send being built, reused
+	in       []byte                   // receive buffer
+	msgs     []syscall.NetlinkMessage // the last receive's, reused
 }
 
 // socketBufSize is the receive buffer, recvBatch datagrams of a share
@@ -61,13 +71,13 @@ func openSocket(proto int) (*socket, error) { return openSocketIn(netns.None(), 
 
 // newSocket is a socket of proto in the current namespace, opened on its
 // first use.
-func newSocket(proto int) *socket { return &socket{proto: proto, ns: netns.None()} }
+func newSocket(proto int) *socket { return &socket{proto: proto, ns: netns.None(), fd: -1} }
 
 // openSocketIn opens a netlink socket of proto in the network namespace ns
 // (netns.None(): the current one). A socket stays in the namespace it was
 // made in, so one that closes itself (see socket) is made again there.
 func openSocketIn(ns netns.NsHandle, proto int) (*socket, error) {
-	s := &socket{proto: proto, ns: ns}
+	s := &socket{proto: proto, ns: ns, fd: -1}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -86,15 +96,7 @@ func (s *socket) open() error {
 	// Error messages without a copy of the request: smaller, so a batch's
 	// worst case stays well inside the receive buffer (see batchWindow).
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
-	// os.NewFile puts a non-blocking descriptor on the runtime's poller:
-	// its deadlines then end a wait.
-	f := os.NewFile(uintptr(fd), "netlink")
-	raw, err := f.SyscallConn()
-	if err != nil {
-		_ = f.Close()
-		return fmt.Errorf("netlink socket: %w", err)
-	}
-	s.f, s.raw = f, raw
+	s.fd = fd
 	if s.in == nil {
 		s.in = make([]byte, socketBufSize)
 	}
@@ -135,40 +137,31 @@ func (s *socket) newFD() (int, error) {
 
 // close releases the descriptor; a later call opens a new one.
 func (s *socket) close() {
-	if s != nil && s.f != nil {
-		_ = s.f.Close()
-		s.f, s.raw = nil, nil
+	if s != nil && s.fd >= 0 {
+		_ = unix.Close(s.fd)
+		s.fd = -1
 	}
 }
 
-// within runs fn, a whole exchange on s, bounded by ctx: its deadline is
-// the socket's, and its cancellation moves the deadline to the past, which
-// ends a wait at once. When within returns, nothing it started is running.
+// within runs fn, a whole exchange on s, bounded by ctx: a wait ends when
+// ctx's deadline passes or within a slice of its cancellation (see wait).
+// When within returns, nothing it started is running.
 // A failure before the exchange's last answer was read leaves s closed (see
 // socket); the kernel's refusal of a request does not.
 func (s *socket) within(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.f == nil {
+	if s.fd < 0 {
 		if err := s.open(); err != nil {
 			return err
 		}
 	}
-	deadline, _ := ctx.Deadline() // zero: none
-	if err := s.f.SetDeadline(deadline); err != nil {
-		return fmt.Errorf("set netlink deadline: %w", err)
-	}
+	s.ctx = ctx
+	s.deadline, _ = ctx.Deadline() // zero: none
 	s.answered = false
-	woken := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = s.f.SetDeadline(time.Unix(1, 0))
-		close(woken)
-	})
 	err := fn()
-	if !stop() {
-		<-woken // the wake-up ran: wait for its end, so none of it outlives the call
-	}
+	s.ctx = nil
 	if err == nil {
 		return nil
 	}
@@ -187,18 +180,57 @@ func (s *socket) within(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// send writes b, one datagram.
+// send writes b, one datagram, to the kernel (an unconnected netlink
+// socket's default destination).
 func (s *socket) send(b []byte) error {
-	var serr error
-	err := s.raw.Write(func(fd uintptr) bool {
-		serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		return serr != unix.EAGAIN
+	err := s.retry(unix.POLLOUT, func() unix.Errno {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		return errno
 	})
-	if err == nil {
-		err = serr
-	}
 	if err != nil {
 		return fmt.Errorf("send netlink request: %w", err)
+	}
+	return nil
+}
+
+// waitSlice is the longest one poll(2) waits before the exchange's context
+// is looked at again: how late a cancellation may end a wait.
+const waitSlice = 50 * time.Millisecond
+
+// retry runs the non-blocking call until it does not say EAGAIN (or
+// EINTR), waiting in poll(2) for events between tries. The wait ends with
+// os.ErrDeadlineExceeded when the exchange's deadline passes or its
+// context ends.
+func (s *socket) retry(events int16, call func() unix.Errno) error {
+	for {
+		switch errno := call(); errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+		default:
+			return errno
+		}
+		if err := s.wait(events); err != nil {
+			return err
+		}
+	}
+}
+
+// wait polls the descriptor for events, at most one slice.
+func (s *socket) wait(events int16) error {
+	slice := waitSlice
+	if !s.deadline.IsZero() {
+		slice = min(slice, time.Until(s.deadline))
+	}
+	if slice <= 0 || (s.ctx != nil && s.ctx.Err() != nil) {
+		return os.ErrDeadlineExceeded
+	}
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: events}}
+	_, err := unix.Poll(fds, int((slice+time.Millisecond-1)/time.Millisecond))
+	if err != nil && err != unix.EINTR {
+		return fmt.Errorf("poll netlink socket: %w", err)
 	}
 	return nil
 }
@@ -229,31 +261,45 @@ func (s *socket) receive() ([]syscall.NetlinkMessage, error) {
 		hdrs[i].hdr.SetIovlen(1)
 	}
 	var got int
-	var rerr error
-	err := s.raw.Read(func(fd uintptr) bool {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(recvBatch), 0, 0, 0)
-		got, rerr = int(n), nil
-		if errno != 0 {
-			rerr = errno
-		}
-		return rerr != unix.EAGAIN
+	err := s.retry(unix.POLLIN, func() unix.Errno {
+		n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(recvBatch), 0, 0, 0)
+		got = int(n)
+		return errno
 	})
-	if err == nil {
-		err = rerr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("read netlink answers: %w", err)
 	}
-	var msgs []syscall.NetlinkMessage
+	s.msgs = s.msgs[:0]
 	for i := range got {
 		if hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
 			return nil, fmt.Errorf("read netlink answers: a datagram larger than %d bytes", share)
 		}
-		m, err := syscall.ParseNetlinkMessage(s.in[i*share : i*share+int(hdrs[i].n)])
-		if err != nil {
+		if s.msgs, err = appendMessages(s.msgs, s.in[i*share:i*share+int(hdrs[i].n)]); err != nil {
 			return nil, fmt.Errorf("parse netlink answers: %w", err)
 		}
-		msgs = append(msgs, m...)
+	}
+	return s.msgs, nil
+}
+
+// appendMessages appends the netlink messages of datagram b to msgs, their
+// data aliasing b (what syscall.ParseNetlinkMessage does, without a new
+// slice for every datagram: a read of the table receives tens of
+// thousands).
+func appendMessages(msgs []syscall.NetlinkMessage, b []byte) ([]syscall.NetlinkMessage, error) {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		h := syscall.NlMsghdr{
+			Len:   binary.NativeEndian.Uint32(b[0:4]),
+			Type:  binary.NativeEndian.Uint16(b[4:6]),
+			Flags: binary.NativeEndian.Uint16(b[6:8]),
+			Seq:   binary.NativeEndian.Uint32(b[8:12]),
+			Pid:   binary.NativeEndian.Uint32(b[12:16]),
+		}
+		n := int(h.Len)
+		if n < unix.NLMSG_HDRLEN || n > len(b) {
+			return msgs, fmt.Errorf("a message of %d bytes in %d", n, len(b))
+		}
+		msgs = append(msgs, syscall.NetlinkMessage{Header: h, Data: b[unix.NLMSG_HDRLEN:n]})
+		b = b[min(len(b), (n+unix.NLMSG_ALIGNTO-1)&^(unix.NLMSG_ALIGNTO-1)):]
 	}
 	return msgs, nil
 }
