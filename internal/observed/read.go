@@ -60,7 +60,13 @@ func (rd *Read) Scanned() (scan bool, services, members int) {
 
 // Scan builds a scan of the kernel from what a dataplane.Reader's Scan
 // visits.
-type Scan struct{ rd *Read }
+type Scan struct {
+	rd *Read
+	// cur's part of the table digest, summed aside while open.
+	cur  model.VSKey
+	part Digest
+	open bool
+}
 
 // NewScan starts a scan begun at since, sized for services virtual
 // servers and members set members.
@@ -69,14 +75,19 @@ func NewScan(since Revision, services, members int) *Scan {
 		perVS: make(map[model.VSKey]Digest, services), members: make([]uint64, 0, members)}}
 }
 
-// Visitor is what the reader hands each entry to.
+// Visitor is what the reader hands each entry to. A reader hands a virtual
+// server's real servers after it, one after the other: their part of the
+// digest is summed aside and stored once per virtual server rather than
+// once per entry (any order still counts right).
 func (s *Scan) Visitor() dataplane.Visitor {
 	rd := s.rd
 	count := func(k model.VSKey, h uint64) {
 		rd.table.count(h, 1)
-		part := rd.perVS[k]
-		part.count(h, 1)
-		rd.perVS[k] = part
+		if !s.open || k != s.cur {
+			s.flush()
+			s.cur, s.part, s.open = k, rd.perVS[k], true
+		}
+		s.part.count(h, 1)
 	}
 	return dataplane.Visitor{
 		Service: func(vs model.VirtualServer) { count(vs.Key, VSHash(vs)) },
@@ -90,8 +101,17 @@ func (s *Scan) Visitor() dataplane.Visitor {
 	}
 }
 
+// flush stores the part summed aside.
+func (s *Scan) flush() {
+	if s.open {
+		s.rd.perVS[s.cur] = s.part
+		s.open = false
+	}
+}
+
 // Read is the finished scan.
 func (s *Scan) Read() *Read {
+	s.flush()
 	slices.Sort(s.rd.members)
 	return s.rd
 }

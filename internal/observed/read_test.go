@@ -190,3 +190,36 @@ func TestHashFollowsEquality(t *testing.T) {
 		}
 	}
 }
+
+// TestScanOrderFree: a scan digests the same whatever order the reader
+// hands the entries in, the virtual servers first and their real servers
+// interleaved after them as much as each after its own.
+func TestScanOrderFree(t *testing.T) {
+	k := newKernel(t, base()...)
+	grouped := k.scan(0)
+	s := NewScan(0, 0, 0)
+	v := s.Visitor()
+	keys := k.state.SortedKeys()
+	for _, key := range keys {
+		v.Service(k.state.Services[key].VirtualServer)
+	}
+	for i := 0; ; i++ { // the i-th real server of each virtual server in turn
+		handed := false
+		for j := len(keys) - 1; j >= 0; j-- {
+			if reals := k.state.Services[keys[j]].Reals.All(); i < len(reals) {
+				v.Real(keys[j], reals[i])
+				handed = true
+			}
+		}
+		if !handed {
+			break
+		}
+	}
+	for e := range k.state.Sets {
+		v.Member(e)
+	}
+	mixed := s.Read()
+	if len(keys) < 2 || mixed.table != grouped.table || !maps.Equal(mixed.perVS, grouped.perVS) {
+		t.Fatalf("%d virtual servers: interleaved %+v %v, grouped %+v %v", len(keys), mixed.table, mixed.perVS, grouped.table, grouped.perVS)
+	}
+}
