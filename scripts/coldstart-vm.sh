@@ -20,7 +20,10 @@
 # time and the CPU used, with profiles bin/coldstart-{cpu,heap}-resync-N.pprof;
 # COLDSTART_SCAN=1 then times the rescan's read of that table and its parts
 # (BenchmarkScanKernel, internal/dataplane/linux), with a CPU profile of the
-# whole read in bin/coldstart-cpu-scan-N.pprof (read it with bin/linux.test.coldstart).
+# whole read in bin/coldstart-cpu-scan-N.pprof (read it with bin/linux.test.coldstart);
+# COLDSTART_SCAN_REFS="REV..." also times the whole read as each git revision
+# makes it (the benchmark is copied into its tree), turn about with this tree's,
+# on the same boot and table.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +40,13 @@ if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
   (cd "$root" && CGO_ENABLED=0 go test -trimpath -c -o "$work/linux.test" ./internal/dataplane/linux)
   cp "$work/linux.test" "$root/bin/linux.test.coldstart"
   adds+=(--add "$work/linux.test:/usr/local/bin/linux.test")
+  for rev in ${COLDSTART_SCAN_REFS:-}; do
+    mkdir "$work/src-$rev"
+    git -C "$root" archive "$rev" | tar -x -C "$work/src-$rev"
+    cp "$root/internal/dataplane/linux/scan_bench_test.go" "$work/src-$rev/internal/dataplane/linux/"
+    (cd "$work/src-$rev" && CGO_ENABLED=0 go test -trimpath -c -o "$work/linux.test-$rev" ./internal/dataplane/linux)
+    adds+=(--add "$work/linux.test-$rev:/usr/local/bin/linux.test-$rev")
+  done
 fi
 
 cat >"$work/guest.sh" <<'GUEST'
@@ -133,6 +143,13 @@ for n in $COLDSTART_NS; do
     KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$' -test.benchtime 3x \
       | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
     emit cpu-scan-$n
+    for round in 1 2; do
+      for t in $COLDSTART_SCAN_REFS this; do
+        bin=linux.test-$t; [ $t = this ] && bin=linux.test
+        KUBE_IPVS_SCAN_BENCH=1 $bin -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
+          | grep '^Benchmark' | sed "s/^/coldstart: n=$n build=$t round=$round /"
+      done
+    done
   fi
 done
 
@@ -171,6 +188,7 @@ log="$work/console.log"
 KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 "${adds[@]}" \
   --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" --env "COLDSTART_SCAN=${COLDSTART_SCAN:-0}" \
+  --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
   for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n cpu-scan-$n; do
