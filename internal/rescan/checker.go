@@ -2,6 +2,7 @@ package rescan
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -33,31 +34,37 @@ type Checker struct {
 	// within a fraction of a second rather than a Period. nil: the
 	// Period's reads alone find drift.
 	Notify dataplane.Notifier
+	// CPU is the CPU the process has used so far (nil: ProcessCPU): a
+	// read costs the more of its time and the CPU spent during it.
+	CPU func() time.Duration
 
 	// lastVS and lastMembers size the next scan as the last found the
 	// kernel.
 	lastVS, lastMembers int
-	// spent is how long the last check spent reading, its whole read
-	// after a scan included.
+	// spent is what the last check's reading cost (see readOnce), its
+	// whole read after a scan included.
 	spent time.Duration
-	// partSpent and partEnded are how long the last read of announced
-	// parts took and when it ended.
+	// partSpent and partEnded are what the last read of announced parts
+	// cost and when it ended.
 	partSpent time.Duration
 	partEnded time.Time
 }
 
-// readShare bounds the time the checker spends reading: after a read that
-// took t it waits at least readShare × t, so that at most about 1/readShare
-// of a CPU goes to finding drift however large the table, and drift is
-// still repaired within 101 reads' time, well inside the hour kube-proxy's
-// nftables mode takes to rewrite what someone else changed (its full
-// sync). A read under slowRead costs little however often it comes (a
-// small table, or the rules check's iptables-save on a slow machine): it
-// waits fastReadShare × t, so that a short --ipvs-sync-period still
-// repairs within seconds. A table that reads in under Period/readShare
-// keeps the Period.
+// readShare bounds what the checker spends reading: after a read that cost
+// t (its time, or the CPU the process spent during it if that is more: the
+// kernel answers in the reader's thread, the runtime collects the garbage
+// on others) it waits at least readShare × t, so that at most 1/(readShare+1)
+// of a CPU goes to finding drift however large the table: less at rest, in
+// an hour, than kube-proxy's nftables mode spends, which rewrites what
+// someone else changed only at its hourly full sync; and drift is repaired
+// within readShare+1 reads' time, minutes where that mode takes the hour.
+// A read under slowRead costs little however often it comes (a small
+// table, or the rules check's iptables-save on a slow machine): it waits
+// fastReadShare × t, so that a short --ipvs-sync-period still repairs
+// within seconds. A table that reads in under Period/readShare keeps the
+// Period.
 const (
-	readShare     = 100
+	readShare     = 75
 	fastReadShare = 20
 	slowRead      = time.Second
 )
@@ -79,7 +86,7 @@ const (
 // migration), and learns what a read of this kernel costs before the agent
 // is at rest, so that the budget spaces the reads after it. A read starts
 // Period after the one before it was folded, or readShare times the last
-// read's time if that is longer (reading and checking the rules only: not
+// read's cost if that is longer (reading and checking the rules only: not
 // the wait for the sync loop to fold it, which is the minimum sync
 // interval's, not the kernel's), so that reads never pile up and a kernel
 // slow to read costs a bounded share of a CPU.
@@ -191,11 +198,12 @@ func (c *Checker) CheckPart(ctx context.Context, ev dataplane.Event) *Read {
 
 // readOnce makes one read with take, checks the rules if asked, hands the
 // read to the sync loop and waits until it is folded. It returns the read
-// (nil if it failed) and the time spent reading.
+// (nil if it failed) and what reading cost: its time, or the CPU the
+// process spent meanwhile if that is more.
 func (c *Checker) readOnce(ctx context.Context, take func(context.Context, observed.Revision) (*Read, error), rules bool) (*Read, time.Duration) {
 	m := c.Mailbox
 	cfg, since := m.Begin()
-	began := time.Now()
+	began, cpuBegan := time.Now(), c.cpu()
 	rd, err := take(ctx, since)
 	read := time.Since(began)
 	if err == nil && rules && cfg != nil {
@@ -203,10 +211,11 @@ func (c *Checker) readOnce(ctx context.Context, take func(context.Context, obser
 		ok, err = c.Reader.ShimInPlace(ctx, *cfg)
 		rd.RulesMissing = !ok
 	}
-	spent := time.Since(began)
+	took, cpu := time.Since(began), c.cpu()-cpuBegan
 	c.log().Log(logv.V(logv.Sync), "rescan read the kernel", zap.Bool("whole", err == nil && !isScan(rd) && !rd.Partial()),
 		zap.Bool("partial", err == nil && rd.Partial()), zap.Bool("rules_missing", err == nil && rd.RulesMissing),
-		zap.Duration("table", read), zap.Duration("rules", spent-read))
+		zap.Duration("table", read), zap.Duration("rules", took-read), zap.Duration("cpu", cpu))
+	spent := max(took, cpu)
 	if err != nil {
 		m.Abort()
 		if ctx.Err() == nil {
@@ -249,6 +258,24 @@ func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, err
 	rd := s.Read()
 	_, c.lastVS, c.lastMembers = rd.Scanned()
 	return NewRead(rd), nil
+}
+
+// cpu is the CPU the process has used so far.
+func (c *Checker) cpu() time.Duration {
+	if c.CPU == nil {
+		return ProcessCPU()
+	}
+	return c.CPU()
+}
+
+// ProcessCPU is the CPU the process has used so far, user and system; 0
+// when the kernel will not say.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (c *Checker) log() *zap.Logger {

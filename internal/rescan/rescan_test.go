@@ -145,7 +145,7 @@ func TestPause(t *testing.T) {
 	for _, tc := range []struct{ took, want time.Duration }{
 		{10 * time.Millisecond, 30 * time.Second},
 		{500 * time.Millisecond, 30 * time.Second},
-		{2 * time.Second, 200 * time.Second},
+		{2 * time.Second, 150 * time.Second},
 		{900 * time.Millisecond, 30 * time.Second},
 	} {
 		if got := c.pause(tc.took); got != tc.want {
@@ -155,6 +155,28 @@ func TestPause(t *testing.T) {
 	c.Period = time.Second
 	if got := c.pause(900 * time.Millisecond); got != 18*time.Second {
 		t.Errorf("short period, fast read: %s, want 18s", got)
+	}
+}
+
+// TestReadCostsItsCPU: a read that took little time but much CPU (the
+// kernel's answers, the garbage it leaves) is spaced by its CPU.
+func TestReadCostsItsCPU(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := observed.New()
+	cache.Load(dataplane.Observation{State: webState(rs1)})
+	m := NewMailbox(cache)
+	_, stop := folder(ctx, m, cache)
+	var used time.Duration
+	cpu := func() time.Duration { used += 3 * time.Second; return used } // 3 s between any two looks
+	c := &Checker{Mailbox: m, Reader: &kernel{state: webState(rs1), rulesOK: true}, Period: 30 * time.Second, CPU: cpu}
+	rd := c.Check(ctx)
+	cancel()
+	stop()
+	if rd == nil || c.spent != 3*time.Second {
+		t.Fatalf("a read of little time and 3 CPU-s: read %v, cost %s, want 3s", rd != nil, c.spent)
+	}
+	if got, want := c.pause(c.spent), 225*time.Second; got != want {
+		t.Fatalf("next read after %s, want %s", got, want)
 	}
 }
 
