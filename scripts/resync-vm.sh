@@ -10,7 +10,7 @@
 #
 # Settings (environment): RESYNC_SERVICES (10000), RESYNC_IDLE (60 s),
 # RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (900 s: at 10k a read takes seconds, and the
-# checker waits 100 reads' time after one), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
+# checker waits 75 reads' cost after one), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
 # at 10,000 Services it takes tens of minutes under emulation.
 set -euo pipefail
 
