@@ -224,7 +224,7 @@ const dumpTries = 3
 // link-local ones, which the kernel adds to any up link. A missing link
 // holds nothing. An interrupted dump is read again; one interrupted
 // dumpTries times is an error, never a short list.
-func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
+func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, error) {
 	link, err := h.nl.LinkByName(d.linkName)
 	if isLinkNotFound(err) {
 		return nil, nil
@@ -232,26 +232,14 @@ func (d *Dataplane) listAddrs(h *handles) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
 	}
-	list, err := h.nl.AddrList(link, netlink.FAMILY_ALL)
+	var out []netip.Addr
 	// A dump the kernel reports interrupted (the host's addresses changed
 	// under it, on any link) is read again a few times before it fails.
-	for try := 1; try < dumpTries && errors.Is(err, netlink.ErrDumpInterrupted); try++ {
-		list, err = h.nl.AddrList(link, netlink.FAMILY_ALL)
+	for try := 0; try == 0 || (try < dumpTries && errors.Is(err, errDumpInterrupted)); try++ {
+		out, err = dumpAddrs(ctx, h.rt, int32(link.Attrs().Index), out[:0])
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
-	}
-	out := make([]netip.Addr, 0, len(list))
-	for _, a := range list {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			return nil, fmt.Errorf("address %v on %s", a.IP, d.linkName)
-		}
-		ip = ip.Unmap()
-		if ip.Is6() && ip.IsLinkLocalUnicast() {
-			continue
-		}
-		out = append(out, ip)
 	}
 	return out, nil
 }

@@ -203,7 +203,7 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 			return dataplane.Observation{}, err
 		}
 		took[0] = time.Since(began)
-		addrs, err := d.listAddrs(h)
+		addrs, err := d.listAddrs(ctx, h)
 		if err != nil {
 			return dataplane.Observation{}, err
 		}
@@ -263,7 +263,7 @@ func (d *Dataplane) scanTableAndAddrs(ctx context.Context, h *handles, v datapla
 	if err != nil || v.Addr == nil {
 		return err
 	}
-	addrs, err := d.listAddrs(h)
+	addrs, err := d.listAddrs(ctx, h)
 	for _, a := range addrs {
 		v.Addr(a)
 	}

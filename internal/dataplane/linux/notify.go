@@ -23,7 +23,7 @@ var _ dataplane.Notifier = (*Dataplane)(nil)
 func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error) {
 	out := map[netip.Addr]struct{}{}
 	err := d.do(ctx, "read the link's addresses", func(_ context.Context, h *handles) error {
-		list, err := d.listAddrs(h)
+		list, err := d.listAddrs(ctx, h)
 		for _, a := range list {
 			out[a] = struct{}{}
 		}
