@@ -23,7 +23,8 @@
 # whole read in bin/coldstart-cpu-scan-N.pprof (read it with bin/linux.test.coldstart);
 # COLDSTART_SCAN_REFS="REV..." also times the whole read as each git revision
 # makes it (the benchmark is copied into its tree), turn about with this tree's,
-# on the same boot and table.
+# on the same boot and table. KUBE_IPVS_VM_MEM sizes the guest (MB, default 2048:
+# 50,000 Services want more).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -185,7 +186,7 @@ fi
 GUEST
 
 log="$work/console.log"
-KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 "${adds[@]}" \
+KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem "${KUBE_IPVS_VM_MEM:-2048}" "${adds[@]}" \
   --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" --env "COLDSTART_SCAN=${COLDSTART_SCAN:-0}" \
   --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" \

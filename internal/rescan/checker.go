@@ -41,8 +41,7 @@ type Checker struct {
 	// lastVS and lastMembers size the next scan as the last found the
 	// kernel.
 	lastVS, lastMembers int
-	// spent is what the last check's reading cost (see readOnce), its
-	// whole read after a scan included.
+	// spent is what the last check's scan cost (see readOnce and Check).
 	spent time.Duration
 	// partSpent and partEnded are what the last read of announced parts
 	// cost and when it ended.
@@ -164,6 +163,12 @@ func (c *Checker) pause(took time.Duration) time.Duration {
 // and hands that, which the fold compares entry by entry. It returns the
 // last read, nil if one failed (a doubtful read is dropped: it never
 // drives a repair, let alone a prune).
+//
+// The next check is spaced by the scan's cost alone: the whole read is the
+// repair's, made only when someone else changed the kernel, and charging it
+// would hold off the next repair by its cost many times over, though at
+// rest it is never made. While someone keeps changing the kernel, reading
+// costs then up to the whole read's share more.
 func (c *Checker) Check(ctx context.Context) *Read {
 	rd, spent := c.readOnce(ctx, c.Scan, true)
 	c.spent = spent
@@ -171,8 +176,7 @@ func (c *Checker) Check(ctx context.Context) *Read {
 		return rd // (ended before the fold: WantWhole is not to be read)
 	}
 	c.log().Info("rescan: the kernel differs from what the agent holds; reading it whole to repair it")
-	rd, spent = c.readOnce(ctx, c.Whole, true)
-	c.spent += spent
+	rd, _ = c.readOnce(ctx, c.Whole, true)
 	return rd
 }
 

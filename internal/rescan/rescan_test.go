@@ -180,6 +180,30 @@ func TestReadCostsItsCPU(t *testing.T) {
 	}
 }
 
+// TestRepairIsNotCharged: a check whose scan found drift and read the
+// kernel whole is spaced by the scan's cost alone, so that the next
+// repair is not held off by this one's.
+func TestRepairIsNotCharged(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := observed.New()
+	cache.Load(dataplane.Observation{State: webState(rs1)})
+	m := NewMailbox(cache)
+	drifted, stop := folder(ctx, m, cache)
+	var used time.Duration
+	cpu := func() time.Duration { used += 3 * time.Second; return used } // 3 s between any two looks
+	k := &kernel{state: webState(), rulesOK: true}                       // rs1 deleted by someone else
+	c := &Checker{Mailbox: m, Reader: k, Period: 30 * time.Second, CPU: cpu}
+	c.Check(ctx)
+	cancel()
+	stop()
+	if k.scans != 1 || k.observes != 1 || *drifted != 1 {
+		t.Fatalf("%d scans, %d whole reads, %d drifted; want a scan, a whole read, 1 drifted", k.scans, k.observes, *drifted)
+	}
+	if c.spent != 3*time.Second {
+		t.Fatalf("charged %s for a scan of 3 CPU-s and a whole read of 3, want the scan's 3s", c.spent)
+	}
+}
+
 // TestSupersededReadIsDone: a read handed over and never taken is done
 // once the next one begins, so nobody waits for it.
 func TestSupersededReadIsDone(t *testing.T) {
