@@ -26,12 +26,13 @@ import (
 // an answer is queued before it is read: the socket is non-blocking and
 // kept off the runtime's poller, whose thread the kernel would otherwise
 // wake for every datagram (ten thousand dumps and more per read of the
-// table), and its send and receive never block, so they run without
-// handing the goroutine's processor to another thread. When nothing is
-// queued after all (an answer that has not come), the call waits in poll(2)
-// in short slices, so that a deadline, or the context's cancellation, ends
-// the wait in the caller's own goroutine: a call starts no goroutine and
-// leaves none behind.
+// table). Its send and receive are still ordinary system calls, not raw
+// ones: either may wait in the kernel for a lock another process holds
+// (rtnl, IPVS's mutex), and the runtime must be free to run other
+// goroutines meanwhile. When nothing is queued after all (an answer that
+// has not come), the call waits in poll(2) in short slices, so that a
+// deadline, or the context's cancellation, ends the wait in the caller's
+// own goroutine: a call starts no goroutine and leaves none behind.
 //
 // A socket is not safe for concurrent use. A call that fails in the
 // middle of an exchange (its deadline passed, an answer it cannot parse)
@@ -184,7 +185,7 @@ func (s *socket) within(ctx context.Context, fn func() error) error {
 // socket's default destination).
 func (s *socket) send(b []byte) error {
 	err := s.retry(unix.POLLOUT, func() unix.Errno {
-		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		_, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		return errno
 	})
 	if err != nil {
@@ -262,7 +263,7 @@ func (s *socket) receive() ([]syscall.NetlinkMessage, error) {
 	}
 	var got int
 	err := s.retry(unix.POLLIN, func() unix.Errno {
-		n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(recvBatch), 0, 0, 0)
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&hdrs[0])), uintptr(recvBatch), 0, 0, 0)
 		got = int(n)
 		return errno
 	})
