@@ -34,7 +34,7 @@ type Checker struct {
 	// within a fraction of a second rather than a Period. nil: the
 	// Period's reads alone find drift.
 	Notify dataplane.Notifier
-	// CPU is the CPU the process has used so far (nil: ProcessCPU): a
+	// CPU is the CPU the process has used so far (nil: processCPU): a
 	// read costs the more of its time and the CPU spent during it.
 	CPU func() time.Duration
 
@@ -267,14 +267,14 @@ func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, err
 // cpu is the CPU the process has used so far.
 func (c *Checker) cpu() time.Duration {
 	if c.CPU == nil {
-		return ProcessCPU()
+		return processCPU()
 	}
 	return c.CPU()
 }
 
-// ProcessCPU is the CPU the process has used so far, user and system; 0
+// processCPU is the CPU the process has used so far, user and system; 0
 // when the kernel will not say.
-func ProcessCPU() time.Duration {
+func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
