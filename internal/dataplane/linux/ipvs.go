@@ -25,10 +25,11 @@ type realRead struct {
 	c  model.Conns
 }
 
-// dumpServices reads every service, one dump.
+// dumpServices reads every service, one dump, on the socket of wide
+// datagrams.
 func (d *Dataplane) dumpServices(ctx context.Context, h *handles) ([]model.VirtualServer, error) {
 	var out []model.VirtualServer
-	err := h.genl.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, genlMessage(ipvsCmdGetService, nil), func(m netlink.Message) error {
+	err := h.genlWide.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, genlMessage(ipvsCmdGetService, nil), func(m netlink.Message) error {
 		return eachEntry(m.Data, cmdAttrService, func(v []byte) error {
 			vs, err := tableService(v)
 			out = append(out, vs)

@@ -83,6 +83,10 @@ var _ dataplane.Dataplane = (*Dataplane)(nil)
 type handles struct {
 	// genl carries every IPVS request: batches, dumps, single requests.
 	genl *socket
+	// genlWide carries the dump of every IPVS service alone: its
+	// datagrams are four times genl's (see wideBufSize), which the dumps
+	// of one service's destinations, two per service, would pay for.
+	genlWide *socket
 	// rt carries batches of address changes.
 	rt *socket
 	// nl does the rest of rtnetlink (links, address lists).
@@ -110,6 +114,7 @@ func (h *handles) bound(deadline time.Time) error {
 
 func (h *handles) close() {
 	h.genl.close()
+	h.genlWide.close()
 	h.rt.close()
 	if h.nl != nil {
 		h.nl.Close()
@@ -183,7 +188,7 @@ func openHandles() (*handles, error) {
 		genl.close()
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &handles{genl: genl, rt: newSocket(unix.NETLINK_ROUTE), nl: nh, dialCT: dialConntrack}, nil
+	return &handles{genl: genl, genlWide: newWideSocket(unix.NETLINK_GENERIC), rt: newSocket(unix.NETLINK_ROUTE), nl: nh, dialCT: dialConntrack}, nil
 }
 
 // do runs one kernel call on the dataplane's sockets (see calls).

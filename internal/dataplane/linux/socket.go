@@ -62,6 +62,13 @@ type socket struct {
 // once per datagram, which the table read makes two of per service.
 const socketBufSize = recvBatch * (8 << 10)
 
+// wideBufSize is the receive buffer of a socket for one long dump: 32 KiB
+// datagrams, the most netlink makes. The kernel's dump of every IPVS
+// service walks the table from its first service again for each datagram
+// it fills, so a dump of tens of thousands costs the square of the table
+// over the datagram's size: four times larger datagrams, a quarter of it.
+const wideBufSize = recvBatch * (32 << 10)
+
 // errDumpInterrupted: the kernel says a dump saw its table change under it
 // (NLM_F_DUMP_INTR); what it gave is not one consistent read.
 var errDumpInterrupted = errors.New("dump interrupted: the table changed while it was read")
@@ -73,6 +80,14 @@ func openSocket(proto int) (*socket, error) { return openSocketIn(netns.None(), 
 // newSocket is a socket of proto in the current namespace, opened on its
 // first use.
 func newSocket(proto int) *socket { return &socket{proto: proto, ns: netns.None(), fd: -1} }
+
+// newWideSocket is a socket of proto in the current namespace, opened on
+// its first use, that receives datagrams of up to 32 KiB (wideBufSize).
+func newWideSocket(proto int) *socket {
+	s := newSocket(proto)
+	s.in = make([]byte, wideBufSize)
+	return s
+}
 
 // openSocketIn opens a netlink socket of proto in the network namespace ns
 // (netns.None(): the current one). A socket stays in the namespace it was
