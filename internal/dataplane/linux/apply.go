@@ -4,6 +4,7 @@ package linux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -155,21 +156,68 @@ func ipvsChangeError(c model.Op, err error) error {
 }
 
 // applyAddrs binds or unbinds one window of VIPs: the link is looked up
-// once for the window, not once per address.
+// once for the window, not once per address. A VIP is bound the way the
+// dataplane binds (an address, or a local route: Options.LocalRoutes); an
+// unbind that finds no VIP bound that way unbinds the other way, in a
+// second send, because the VIPs read back are those bound either way.
 func (d *Dataplane) applyAddrs(ctx context.Context, win []model.Op, errs []error) {
 	err := d.do(ctx, "bind addresses", func(ctx context.Context, h *handles) error {
 		link, err := d.linkFor(h)
 		if err != nil {
 			return err
 		}
-		var enc addrEncoder
+		index := int32(link.Attrs().Index)
+		var v vipEncoder
 		reqs := make([]request, len(win))
 		for i, c := range win {
-			reqs[i] = enc.change(int32(link.Attrs().Index), c.Kind == model.BindAddr, c.Addr)
+			reqs[i] = v.change(index, c.Kind == model.BindAddr, d.localRoutes, c.Addr)
 		}
-		return h.rt.exchange(ctx, reqs, errs)
+		if err := h.rt.exchange(ctx, reqs, errs); err != nil {
+			return err
+		}
+		return d.unbindOtherWay(ctx, h, index, win, errs)
 	})
 	wordErrors(win, errs, err, func(c model.Op, e error) error { return addrChangeError(c, d.linkName, e) })
+}
+
+// unbindOtherWay unbinds, as an address where the dataplane binds local
+// routes and as a local route where it binds addresses, each VIP of win
+// whose unbind found nothing, and puts the answer in its place in errs.
+func (d *Dataplane) unbindOtherWay(ctx context.Context, h *handles, index int32, win []model.Op, errs []error) error {
+	var v vipEncoder
+	var reqs []request
+	var at []int
+	for i, c := range win {
+		if c.Kind == model.UnbindAddr && errors.Is(addrErrs.wrap(errs[i]), dataplane.ErrNotExist) {
+			reqs = append(reqs, v.change(index, false, !d.localRoutes, c.Addr))
+			at = append(at, i)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	other := make([]error, len(reqs))
+	if err := h.rt.exchange(ctx, reqs, other); err != nil {
+		return err
+	}
+	for j, i := range at {
+		errs[i] = other[j]
+	}
+	return nil
+}
+
+// vipEncoder encodes a VIP's bind or unbind as an address or as a local
+// route.
+type vipEncoder struct {
+	addrs  addrEncoder
+	routes routeEncoder
+}
+
+func (v *vipEncoder) change(index int32, bind, asRoute bool, a netip.Addr) request {
+	if asRoute {
+		return v.routes.change(index, bind, a)
+	}
+	return v.addrs.change(index, bind, a)
 }
 
 func addrChangeError(c model.Op, link string, err error) error {

@@ -169,3 +169,36 @@ func (e *addrEncoder) change(ifindex int32, add bool, addr netip.Addr) request {
 	}
 	return r
 }
+
+// rtprotKubeIPVS marks the local routes the agent makes (rtm_protocol): a
+// number no routing daemon in iproute2's rt_protos claims, so that neither
+// the kernel's own local route of an address nor anyone else's route is
+// read or deleted as a VIP.
+const rtprotKubeIPVS = 243
+
+type routeEncoder struct{ a attrBuf }
+
+// change encodes RTM_NEWROUTE (exclusive create) or RTM_DELROUTE of a
+// local route to one VIP (/32, /128) through the link with index ifindex,
+// in the local table: the route the kernel makes for an address of its
+// own, without the address. Packets to the VIP are delivered to the node,
+// where IPVS takes them, and the link's address list stays empty.
+func (e *routeEncoder) change(ifindex int32, add bool, addr netip.Addr) request {
+	if e.a.b == nil {
+		e.a.b = make([]byte, 0, encodeBufSize)
+	}
+	start := len(e.a.b)
+	addr = addr.Unmap()
+	// struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope,
+	// type, flags.
+	e.a.b = append(e.a.b, addrFamily(addr), uint8(addr.BitLen()), 0, 0,
+		unix.RT_TABLE_LOCAL, rtprotKubeIPVS, unix.RT_SCOPE_HOST, unix.RTN_LOCAL)
+	e.a.b = binary.NativeEndian.AppendUint32(e.a.b, 0)
+	e.a.put(unix.RTA_DST, addr.AsSlice())
+	e.a.u32(unix.RTA_OIF, uint32(ifindex))
+	r := request{typ: unix.RTM_DELROUTE, data: e.a.b[start:]}
+	if add {
+		r.typ, r.flags = unix.RTM_NEWROUTE, unix.NLM_F_CREATE|unix.NLM_F_EXCL
+	}
+	return r
+}

@@ -30,11 +30,14 @@ var (
 		syscall.ESRCH:  dataplane.ErrNotExist,
 		syscall.ENOENT: dataplane.ErrNotExist,
 	}
-	// Address requests: EEXIST for a bound address, EADDRNOTAVAIL when
-	// deleting one that is not bound, ENODEV when the link is gone.
+	// Address and local route requests: EEXIST for a bound address or an
+	// existing route, EADDRNOTAVAIL when deleting an address that is not
+	// bound, ESRCH when deleting a route that is not there, ENODEV when
+	// the link is gone.
 	addrErrs = errnoMap{
 		syscall.EEXIST:        dataplane.ErrExist,
 		syscall.EADDRNOTAVAIL: dataplane.ErrNotExist,
+		syscall.ESRCH:         dataplane.ErrNotExist,
 		syscall.ENODEV:        dataplane.ErrNotExist,
 		syscall.ENOENT:        dataplane.ErrNotExist,
 	}

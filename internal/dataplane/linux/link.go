@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -221,9 +222,12 @@ func (d *Dataplane) writeSysctl(key, value string) error {
 const dumpTries = 3
 
 // listAddrs returns the VIPs on the link: every address but IPv6
-// link-local ones, which the kernel adds to any up link. A missing link
-// holds nothing. An interrupted dump is read again; one interrupted
-// dumpTries times is an error, never a short list.
+// link-local ones, which the kernel adds to any up link, and every local
+// route the agent made through it (see routeEncoder), each VIP once
+// whichever way it is bound, so that VIPs bound one way by an earlier run
+// or by kube-proxy are read, kept or unbound alike. A missing link holds
+// nothing. An interrupted dump is read again; one interrupted dumpTries
+// times is an error, never a short list.
 func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, error) {
 	link, err := h.nl.LinkByName(d.linkName)
 	if isLinkNotFound(err) {
@@ -232,14 +236,26 @@ func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, er
 	if err != nil {
 		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
 	}
+	index := int32(link.Attrs().Index)
 	var out []netip.Addr
 	// A dump the kernel reports interrupted (the host's addresses changed
 	// under it, on any link) is read again a few times before it fails.
 	for try := 0; try == 0 || (try < dumpTries && errors.Is(err, errDumpInterrupted)); try++ {
-		out, err = dumpAddrs(ctx, h.rt, int32(link.Attrs().Index), out[:0])
+		out, err = dumpAddrs(ctx, h.rt, index, out[:0])
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
+	}
+	bound := len(out)
+	for try := 0; try == 0 || (try < dumpTries && errors.Is(err, errDumpInterrupted)); try++ {
+		out, err = dumpLocalRoutes(ctx, h.routes, index, out[:bound])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list local routes through %s: %w", d.linkName, err)
+	}
+	if len(out) > bound { // routes beside addresses: a VIP may be both
+		slices.SortFunc(out, netip.Addr.Compare)
+		out = slices.Compact(out)
 	}
 	return out, nil
 }
@@ -309,4 +325,49 @@ func (d *Dataplane) Probe(ctx context.Context) error {
 		return fmt.Errorf("probe the kernel: %w", err)
 	}
 	return nil
+}
+
+// DeleteLocalRoutes removes every VIP bound as a local route through the
+// link (see Options.LocalRoutes) and returns those it removed; addresses
+// stay. A node handed back to kube-proxy wants it once kube-proxy has bound
+// every VIP as an address: a route left behind would keep a VIP the
+// node's after kube-proxy unbinds it.
+func (d *Dataplane) DeleteLocalRoutes(ctx context.Context) ([]netip.Addr, error) {
+	var gone []netip.Addr
+	err := d.do(ctx, "delete local routes", func(ctx context.Context, h *handles) error {
+		link, err := h.nl.LinkByName(d.linkName)
+		if isLinkNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("look up link %s: %w", d.linkName, err)
+		}
+		index := int32(link.Attrs().Index)
+		vips, err := dumpLocalRoutes(ctx, h.routes, index, nil)
+		if err != nil {
+			return fmt.Errorf("list local routes through %s: %w", d.linkName, err)
+		}
+		slices.SortFunc(vips, netip.Addr.Compare)
+		vips = slices.Compact(vips)
+		for win := range slices.Chunk(vips, batchWindow) {
+			var enc routeEncoder
+			reqs, errs := make([]request, len(win)), make([]error, len(win))
+			for i, a := range win {
+				reqs[i] = enc.change(index, false, a)
+			}
+			if err := h.rt.exchange(ctx, reqs, errs); err != nil {
+				return err
+			}
+			for i, a := range win {
+				switch e := addrErrs.wrap(errs[i]); {
+				case e == nil:
+					gone = append(gone, a)
+				case !errors.Is(e, dataplane.ErrNotExist): // gone meanwhile: nothing to do
+					return fmt.Errorf("delete local route to %s: %w", a, e)
+				}
+			}
+		}
+		return nil
+	})
+	return gone, err
 }

@@ -46,6 +46,13 @@ type Options struct {
 	// that the VIPs on kube-ipvs0 are not answered for by every node (what
 	// MetalLB in layer-2 mode needs; kube-proxy's --ipvs-strict-arp).
 	StrictARP bool
+	// LocalRoutes binds each VIP as a local route through the link, in the
+	// local table, instead of as an address on it (kube-proxy's way): the
+	// kernel walks a link's whole address list on every address added, so
+	// binding N addresses costs the square of N, while a route costs the
+	// same at any N. Either way the VIPs read back are those bound either
+	// way, so switching leaves nothing behind.
+	LocalRoutes bool
 	// IptablesBackend forces nft or legacy; "" detects the node's.
 	IptablesBackend shim.Backend
 	// Conntrack is the nf_conntrack tuning Init writes, as kube-proxy does
@@ -66,7 +73,9 @@ type Dataplane struct {
 	procSys   string
 	sysModule string
 	strict    bool
-	tuning    dataplane.ConntrackTuning
+	// localRoutes: VIPs are bound as local routes (Options.LocalRoutes).
+	localRoutes bool
+	tuning      dataplane.ConntrackTuning
 	// ipvsFamily is the IPVS generic netlink family's id.
 	ipvsFamily uint16
 	// lastReals is how many real servers the last full read found (it
@@ -87,8 +96,11 @@ type handles struct {
 	// datagrams are four times genl's (see wideBufSize), which the dumps
 	// of one service's destinations, two per service, would pay for.
 	genlWide *socket
-	// rt carries batches of address changes.
+	// rt carries batches of address and route changes.
 	rt *socket
+	// routes reads the VIPs bound as local routes: the kernel filters its
+	// dumps (see dumpLocalRoutes).
+	routes *socket
 	// nl does the rest of rtnetlink (links, address lists).
 	nl *netlink.Handle
 	ct flowTable // dialled on first use, by dialCT
@@ -115,6 +127,7 @@ func (h *handles) bound(deadline time.Time) error {
 func (h *handles) close() {
 	h.genl.close()
 	h.genlWide.close()
+	h.routes.close()
 	h.rt.close()
 	if h.nl != nil {
 		h.nl.Close()
@@ -128,13 +141,14 @@ func (h *handles) close() {
 // It returns an error wrapping dataplane.ErrUnsupported when IPVS is missing.
 func New(opts Options) (*Dataplane, error) {
 	d := &Dataplane{
-		log:       opts.Logger,
-		linkName:  opts.LinkName,
-		timeout:   opts.CallTimeout,
-		procSys:   opts.ProcSys,
-		sysModule: opts.SysModule,
-		strict:    opts.StrictARP,
-		tuning:    opts.Conntrack,
+		log:         opts.Logger,
+		linkName:    opts.LinkName,
+		timeout:     opts.CallTimeout,
+		procSys:     opts.ProcSys,
+		sysModule:   opts.SysModule,
+		strict:      opts.StrictARP,
+		localRoutes: opts.LocalRoutes,
+		tuning:      opts.Conntrack,
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()
@@ -188,7 +202,8 @@ func openHandles() (*handles, error) {
 		genl.close()
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &handles{genl: genl, genlWide: newWideSocket(unix.NETLINK_GENERIC), rt: newSocket(unix.NETLINK_ROUTE), nl: nh, dialCT: dialConntrack}, nil
+	return &handles{genl: genl, genlWide: newWideSocket(unix.NETLINK_GENERIC), rt: newSocket(unix.NETLINK_ROUTE),
+		routes: newStrictSocket(unix.NETLINK_ROUTE), nl: nh, dialCT: dialConntrack}, nil
 }
 
 // do runs one kernel call on the dataplane's sockets (see calls).

@@ -31,12 +31,15 @@ func skipOrFail(t *testing.T, reason string) {
 // newLinux opens the real dataplane and empties the kernel before and after
 // the test. It changes the machine's IPVS table and kube-ipvs0: run it only
 // in a VM or a throwaway network namespace.
-func newLinux(t *testing.T) dataplane.Dataplane {
+func newLinux(t *testing.T) dataplane.Dataplane { return newLinuxWith(t, linux.Options{}) }
+
+// newLinuxWith is newLinux with opts.
+func newLinuxWith(t *testing.T, opts linux.Options) dataplane.Dataplane {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		skipOrFail(t, "the linux dataplane test needs root")
 	}
-	dp, err := linux.New(linux.Options{})
+	dp, err := linux.New(opts)
 	if errors.Is(err, dataplane.ErrUnsupported) {
 		skipOrFail(t, err.Error())
 	}
@@ -66,6 +69,14 @@ func newLinux(t *testing.T) dataplane.Dataplane {
 
 func TestContract(t *testing.T) {
 	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane { return switchable{dataplaneMakingSets{newLinux(t)}} })
+}
+
+// TestContractLocalRoutes: the dataplane binding VIPs as local routes
+// keeps the same contract, the fake's, as the one binding addresses.
+func TestContractLocalRoutes(t *testing.T) {
+	dataplanetest.Run(t, func(t *testing.T) dataplane.Dataplane {
+		return switchable{dataplaneMakingSets{newLinuxWith(t, linux.Options{LocalRoutes: true})}}
+	})
 }
 
 // switchable is a linux dataplane the contract suite can switch IPv6 off

@@ -35,9 +35,11 @@ func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, err
 	return out, nil
 }
 
-// Watch follows two kernel announcements until ctx ends: rtnetlink's
-// address group (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), of which it
-// reports the changes on the link, and nftables' monitor group
+// Watch follows kernel announcements until ctx ends: rtnetlink's address
+// group (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), of which it reports
+// the changes on the link; where VIPs are bound as local routes, its route
+// group (RTNLGRP_IPV4_ROUTE and RTNLGRP_IPV6_ROUTE), of which it reports
+// the changes to the agent's local routes (as AddrsChanged); and nftables' monitor group
 // (NFNLGRP_NFTABLES on NETLINK_NETFILTER), of which it reports the
 // changes to the tables iptables-nft keeps the shim's rules in. Legacy
 // iptables announces nothing: its rules are checked by the periodic
@@ -47,6 +49,9 @@ func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
 	var wg sync.WaitGroup
 	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followAddrs(ctx, renewed, report) }) })
 	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRules(ctx, renewed, report) }) })
+	if d.localRoutes {
+		wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRoutes(ctx, renewed, report) }) })
+	}
 	wg.Wait()
 }
 
@@ -92,6 +97,97 @@ func (d *Dataplane) followAddrs(ctx context.Context, renewed bool, report func(d
 			if link.is(u.LinkIndex) {
 				report(dataplane.AddrsChanged)
 			}
+		}
+	}
+}
+
+// followRoutes reports every announcement of one of the agent's local
+// routes (see routeEncoder) through the link, and the link's deletion,
+// until ctx ends or a subscription breaks, as a change of the link's VIPs.
+// The link's deletion takes its routes without a route announcement (the
+// kernel flushes them silently), so it is followed in the link group
+// (RTNLGRP_LINK). A renewed subscription first reports the VIPs changed.
+func (d *Dataplane) followRoutes(ctx context.Context, renewed bool, report func(dataplane.Event)) {
+	routes, stopRoutes, err := subscribeRoutes(ctx, d.log)
+	if err != nil {
+		d.log.Warn("subscribe to route announcements", zap.Error(err))
+		return
+	}
+	defer stopRoutes()
+	links, stopLinks, err := subscribeLinks(ctx, d.log)
+	if err != nil {
+		d.log.Warn("subscribe to link announcements", zap.Error(err))
+		return
+	}
+	defer stopLinks()
+	if renewed {
+		report(dataplane.AddrsChanged)
+	}
+	link := linkIndex{name: d.linkName, known: map[int]bool{}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-routes:
+			if !ok {
+				return
+			}
+			if u.Route.Protocol == rtprotKubeIPVS && u.Route.Type == unix.RTN_LOCAL && link.is(u.LinkIndex) {
+				report(dataplane.AddrsChanged)
+			}
+		case u, ok := <-links:
+			if !ok {
+				return
+			}
+			if u.Header.Type == unix.RTM_DELLINK && u.Attrs().Name == d.linkName {
+				report(dataplane.AddrsChanged)
+			}
+		}
+	}
+}
+
+// subscribeRoutes subscribes to the kernel's IPv4 and IPv6 route
+// announcements; stop closes the subscription and waits for its receiver.
+func subscribeRoutes(ctx context.Context, log *zap.Logger) (<-chan netlink.RouteUpdate, func(), error) {
+	updates, done := make(chan netlink.RouteUpdate, 256), make(chan struct{})
+	err := netlink.RouteSubscribeWithOptions(updates, done, netlink.RouteSubscribeOptions{
+		ReceiveBufferSize: 1 << 20,
+		ErrorCallback:     warnWhileRunning(ctx, log, "route announcements"),
+	})
+	return updates, stopping(done, updates, err), err
+}
+
+// subscribeLinks subscribes to the kernel's link announcements; stop
+// closes the subscription and waits for its receiver.
+func subscribeLinks(ctx context.Context, log *zap.Logger) (<-chan netlink.LinkUpdate, func(), error) {
+	updates, done := make(chan netlink.LinkUpdate, 64), make(chan struct{})
+	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: warnWhileRunning(ctx, log, "link announcements"),
+	})
+	return updates, stopping(done, updates, err), err
+}
+
+// warnWhileRunning logs a subscription's receive errors as what, but the
+// one closing it at shutdown makes.
+func warnWhileRunning(ctx context.Context, log *zap.Logger, what string) func(error) {
+	return func(err error) {
+		if ctx.Err() == nil {
+			log.Warn(what, zap.Error(err))
+		}
+	}
+}
+
+// stopping is the stop of a subscription whose receiver ends when done
+// closes and then closes updates; a subscription that failed has no
+// receiver, and its stop only closes done.
+func stopping[T any](done chan struct{}, updates <-chan T, err error) func() {
+	if err != nil {
+		close(done)
+		return func() {}
+	}
+	return func() {
+		close(done)
+		for range updates { // let the receiver see its socket closed and end
 		}
 	}
 }

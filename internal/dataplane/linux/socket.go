@@ -43,6 +43,10 @@ type socket struct {
 	ns    netns.NsHandle // where it is made; not open: the current namespace
 	fd    int            // -1: closed, opened again on next use
 	seq   uint32
+	// strict asks the kernel to check a dump's request strictly, and so
+	// to filter the dump by the fields the request sets (rtnetlink's
+	// NETLINK_GET_STRICT_CHK).
+	strict bool
 	// ctx and deadline bound the exchange under way (within).
 	ctx      context.Context
 	deadline time.Time
@@ -89,6 +93,14 @@ func newWideSocket(proto int) *socket {
 	return s
 }
 
+// newStrictSocket is a socket of proto in the current namespace, opened on
+// its first use, whose dumps the kernel filters by the request's fields.
+func newStrictSocket(proto int) *socket {
+	s := newSocket(proto)
+	s.strict = true
+	return s
+}
+
 // openSocketIn opens a netlink socket of proto in the network namespace ns
 // (netns.None(): the current one). A socket stays in the namespace it was
 // made in, so one that closes itself (see socket) is made again there.
@@ -112,6 +124,12 @@ func (s *socket) open() error {
 	// Error messages without a copy of the request: smaller, so a batch's
 	// worst case stays well inside the receive buffer (see batchWindow).
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	if s.strict {
+		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err != nil {
+			_ = unix.Close(fd)
+			return fmt.Errorf("ask for strict checks on a netlink socket: %w", err)
+		}
+	}
 	s.fd = fd
 	if s.in == nil {
 		s.in = make([]byte, socketBufSize)
