@@ -23,7 +23,9 @@
 # whole read in bin/coldstart-cpu-scan-N.pprof (read it with bin/linux.test.coldstart);
 # COLDSTART_SCAN_REFS="REV..." also times the whole read as each git revision
 # makes it (the benchmark is copied into its tree), turn about with this tree's,
-# on the same boot and table. KUBE_IPVS_VM_MEM sizes the guest (MB, default 2048:
+# on the same boot and table. COLDSTART_BINDINGS="address local-route" starts
+# the agent once per --vip-binding for each N (default: address alone), each
+# from a clean kernel, on the same boot. KUBE_IPVS_VM_MEM sizes the guest (MB, default 2048:
 # 50,000 Services want more).
 set -euo pipefail
 
@@ -102,56 +104,59 @@ clean() {
   ipvsadm -C; iproute2-ip link del kube-ipvs0 2>/dev/null
 }
 for n in $COLDSTART_NS; do
-  clean
   manifests "$n"
-  prof=""
-  [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof --heap-profile /tmp/heap-$n.pprof"
-  time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
-    >/tmp/agent.log 2>&1
-  rc=$?
-  vs=$(grep -c '^TCP' /proc/net/ip_vs)
-  rs=$(grep -c -- '->' /proc/net/ip_vs)
-  addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
-  ops=$(grep -o '"ops":[0-9]*' /tmp/agent.log | tail -1 | cut -d: -f2)
-  # the sync alone (translate, plan, apply), apart from reading the files
-  took=$(seconds "$(grep -o '"took":"[^"]*"' /tmp/agent.log | tail -1 | cut -d'"' -f4)")
-  wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' /tmp/time.log)
-  user=$(sed -n 's/.*User time (seconds): //p' /tmp/time.log)
-  sys=$(sed -n 's/.*System time (seconds): //p' /tmp/time.log)
-  rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
-  echo "coldstart: n=$n rc=$rc ops=$ops sync_s=$took wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs"
-  [ $rc -eq 0 ] || tail -5 /tmp/agent.log
-  [ -n "$prof" ] && emit cpu-$n heap-$n
-  # The agent again, on the table it left, for COLDSTART_RESYNC seconds:
-  # its first sync and its periodic resyncs read the whole kernel.
-  if [ "${COLDSTART_RESYNC:-0}" -gt 0 ]; then
+  for binding in $COLDSTART_BINDINGS; do
+    clean
     prof=""
-    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof --heap-profile /tmp/heap-resync-$n.pprof"
-    kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --log-format json $prof >/tmp/resync.log 2>&1 &
-    pid=$!
-    sleep "$COLDSTART_RESYNC"
-    cpu=$(awk '{printf "%.2f", ($14 + $15 + $16 + $17) / 100}' /proc/$pid/stat)
-    kill -TERM $pid; wait $pid
-    grep -o '"full": *true[^}]*"took": *"[^"]*"' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
-    echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
-    [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
-  fi
-  # The rescan's read of the table the agent left: first the whole read
-  # alone with a CPU profile, then each part.
-  if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
-    KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
-      -test.cpuprofile /tmp/cpu-scan-$n.pprof | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
-    KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$' -test.benchtime 3x \
-      | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
-    emit cpu-scan-$n
-    for round in 1 2; do
-      for t in $COLDSTART_SCAN_REFS this; do
-        bin=linux.test-$t; [ $t = this ] && bin=linux.test
-        KUBE_IPVS_SCAN_BENCH=1 $bin -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
-          | grep '^Benchmark' | sed "s/^/coldstart: n=$n build=$t round=$round /"
+    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof --heap-profile /tmp/heap-$n.pprof"
+    time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
+      --vip-binding $binding >/tmp/agent.log 2>&1
+    rc=$?
+    vs=$(grep -c '^TCP' /proc/net/ip_vs)
+    rs=$(grep -c -- '->' /proc/net/ip_vs)
+    addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
+    routes=$( (iproute2-ip -4 route show table local dev kube-ipvs0 proto 243; iproute2-ip -6 route show table local dev kube-ipvs0 proto 243) | wc -l)
+    ops=$(grep -o '"ops":[0-9]*' /tmp/agent.log | tail -1 | cut -d: -f2)
+    # the sync alone (translate, plan, apply), apart from reading the files
+    took=$(seconds "$(grep -o '"took":"[^"]*"' /tmp/agent.log | tail -1 | cut -d'"' -f4)")
+    wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' /tmp/time.log)
+    user=$(sed -n 's/.*User time (seconds): //p' /tmp/time.log)
+    sys=$(sed -n 's/.*System time (seconds): //p' /tmp/time.log)
+    rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
+    echo "coldstart: n=$n binding=$binding rc=$rc ops=$ops sync_s=$took wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs routes=$routes"
+    [ $rc -eq 0 ] || tail -5 /tmp/agent.log
+    [ -n "$prof" ] && emit cpu-$n heap-$n
+    # The agent again, on the table it left, for COLDSTART_RESYNC seconds:
+    # its first sync and its periodic resyncs read the whole kernel.
+    if [ "${COLDSTART_RESYNC:-0}" -gt 0 ]; then
+      prof=""
+      [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof --heap-profile /tmp/heap-resync-$n.pprof"
+      kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --log-format json $prof >/tmp/resync.log 2>&1 &
+      pid=$!
+      sleep "$COLDSTART_RESYNC"
+      cpu=$(awk '{printf "%.2f", ($14 + $15 + $16 + $17) / 100}' /proc/$pid/stat)
+      kill -TERM $pid; wait $pid
+      grep -o '"full": *true[^}]*"took": *"[^"]*"' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
+      echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
+      [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
+    fi
+    # The rescan's read of the table the agent left: first the whole read
+    # alone with a CPU profile, then each part.
+    if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
+      KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
+        -test.cpuprofile /tmp/cpu-scan-$n.pprof | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
+      KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$' -test.benchtime 3x \
+        | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
+      emit cpu-scan-$n
+      for round in 1 2; do
+        for t in $COLDSTART_SCAN_REFS this; do
+          bin=linux.test-$t; [ $t = this ] && bin=linux.test
+          KUBE_IPVS_SCAN_BENCH=1 $bin -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
+            | grep '^Benchmark' | sed "s/^/coldstart: n=$n build=$t round=$round /"
+        done
       done
-    done
-  fi
+    fi
+  done
 done
 
 # VIPs: N addresses on a dummy link, then N local routes on it (the
@@ -189,7 +194,7 @@ log="$work/console.log"
 KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem "${KUBE_IPVS_VM_MEM:-2048}" "${adds[@]}" \
   --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" --env "COLDSTART_SCAN=${COLDSTART_SCAN:-0}" \
-  --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" \
+  --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" --env "COLDSTART_BINDINGS=${COLDSTART_BINDINGS:-address}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
   for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n cpu-scan-$n; do

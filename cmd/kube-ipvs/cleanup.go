@@ -11,6 +11,7 @@ import (
 
 	"github.com/kube-ipvs/kube-ipvs/internal/agent"
 	"github.com/kube-ipvs/kube-ipvs/internal/config"
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane/linux"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 	"github.com/kube-ipvs/kube-ipvs/internal/reconciler"
@@ -37,7 +38,7 @@ func parseCleanup(args []string, stdout, stderr io.Writer) (cleanupOptions, int)
 			ownershipFlags(fs, c)
 			fs.BoolVar(&o.kubeProxy, "kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
 			fs.BoolVar(&o.kubeProxyOnly, "kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
-			fs.BoolVar(&o.shimOnly, "shim-only", false, "remove only kube-ipvs' own KUBE-IPVS-* chains and ipsets, not the virtual servers or kube-ipvs0: for a node handed back to a kube-proxy that already serves them (no gap)")
+			fs.BoolVar(&o.shimOnly, "shim-only", false, "remove only kube-ipvs' own KUBE-IPVS-* chains and ipsets, and the VIPs it bound as local routes (--vip-binding=local-route), not the virtual servers or kube-ipvs0's addresses: for a node handed back to a kube-proxy that already serves them (no gap)")
 			logFlags(fs, c)
 		}
 	}
@@ -117,6 +118,9 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	switch {
 	case o.shimOnly:
 		ops, err = reconciler.CleanupShim(ctx, dp)
+		if err == nil {
+			err = deleteLocalRoutes(ctx, dp, stdout)
+		}
 	case o.kubeProxyOnly:
 		err = dp.DeleteKubeProxyShim(ctx)
 	default:
@@ -132,4 +136,16 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// deleteLocalRoutes removes the VIPs the agent bound as local routes,
+// one line each on stdout: a kube-proxy that serves the node has bound
+// each live VIP as an address, and a route left behind would keep a VIP
+// the node's after kube-proxy unbinds it.
+func deleteLocalRoutes(ctx context.Context, dp *linux.Dataplane, stdout io.Writer) error {
+	gone, err := dp.DeleteLocalRoutes(ctx)
+	for _, a := range gone {
+		fmt.Fprintf(stdout, "ip route del local %s dev %s table local\n", a, dataplane.LinkName)
+	}
+	return err
 }

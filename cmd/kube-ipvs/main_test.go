@@ -28,6 +28,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"agent", "--ipv4=false", "--ipv6=false"}, []string{"address family"}},
 		{[]string{"agent", "--cluster-cidr", "10.244.0.0/16,10.245.0.0/16"}, []string{"--cluster-cidr", "same family"}},
 		{[]string{"agent", "--iptables-backend", "bpf"}, []string{"--iptables-backend", `"bpf"`}},
+		{[]string{"agent", "--vip-binding", "addresses"}, []string{"--vip-binding", `"addresses"`}},
 		{[]string{"agent", "--proxy-mode", "iptables"}, []string{`kube-ipvs programs IPVS only, it cannot act as kube-proxy's "iptables" mode`}},
 		{[]string{"agent", "--kube-api-burst", "lots"}, []string{"--kube-api-burst=lots: want a whole number"}},
 		{[]string{"agent", "--kube-api-qps", "fast"}, []string{"--kube-api-qps=fast: want a number"}},

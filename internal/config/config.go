@@ -59,7 +59,10 @@ type Config struct {
 	BridgeInterface     string
 	InterfaceNamePrefix string
 	StrictARP           bool
-	IptablesBackend     shim.Backend // nft, legacy or detect ("")
+	// VIPBinding is how a VIP is made the node's: an address on kube-ipvs0
+	// (kube-proxy's way, the default) or a local route through it.
+	VIPBinding      VIPBinding
+	IptablesBackend shim.Backend // nft, legacy or detect ("")
 	// Conntrack is the nf_conntrack tuning kube-proxy writes at start
 	// (zero: leave the kernel's value; MaxPerCore 0 also ignores Min).
 	Conntrack dataplane.ConntrackTuning
@@ -102,6 +105,22 @@ const (
 	DetectInterfaceNamePrefix DetectLocalMode = "InterfaceNamePrefix"
 )
 
+// VIPBinding is how a VIP is made the node's own, so that packets to it
+// are delivered locally, where IPVS takes them.
+type VIPBinding string
+
+const (
+	// VIPAddress binds each VIP as an address on kube-ipvs0, as kube-proxy
+	// does: `ip addr show kube-ipvs0` lists them. The kernel walks the
+	// link's address list on every add, so N VIPs cost the square of N.
+	VIPAddress VIPBinding = "address"
+	// VIPLocalRoute binds each VIP as a local route through kube-ipvs0 in
+	// the local table (`ip route show table local dev kube-ipvs0`): the
+	// route the kernel makes for an address, without the address, at the
+	// same cost at any N.
+	VIPLocalRoute VIPBinding = "local-route"
+)
+
 // DefaultDebugAddress is loopback only: the debug pages are for the node's
 // own operator, not the network.
 const DefaultDebugAddress = "127.0.0.1:10247"
@@ -134,6 +153,7 @@ func Default() Config {
 		MinSyncPeriod:      time.Second,
 		MasqueradeBit:      DefaultMasqueradeBit,
 		DetectLocalMode:    DetectClusterCIDR,
+		VIPBinding:         VIPAddress,
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
 		Conntrack: dataplane.ConntrackTuning{
@@ -219,6 +239,9 @@ func (c Config) Validate() error {
 	validateConntrack(c.Conntrack, bad)
 	if err := c.IptablesBackend.Validate(); err != nil {
 		bad("--iptables-backend", "%v", err)
+	}
+	if c.VIPBinding != VIPAddress && c.VIPBinding != VIPLocalRoute {
+		bad("--vip-binding", "want %s or %s, got %q", VIPAddress, VIPLocalRoute, string(c.VIPBinding))
 	}
 	for _, a := range []struct{ name, addr string }{
 		{"--debug-address", c.DebugAddress},

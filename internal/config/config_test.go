@@ -58,6 +58,7 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			c.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")}
 		}, "--cluster-cidr (clusterCIDR): 10.244.0.0/16 and 10.245.0.0/16 are of the same family"},
 		{"iptables backend", func(c *Config) { c.IptablesBackend = "bpf" }, `--iptables-backend: want nft or legacy`},
+		{"vip binding", func(c *Config) { c.VIPBinding = "tunnel" }, `--vip-binding: want address or local-route, got "tunnel"`},
 		{"debug address", func(c *Config) { c.DebugAddress = "localhost" }, `--debug-address: want IP:PORT`},
 		{"healthz address", func(c *Config) { c.HealthzBindAddress = "0.0.0.0" }, `--healthz-bind-address (healthzBindAddress): want IP:PORT`},
 		{"metrics address", func(c *Config) { c.MetricsBindAddress = "::1:x" }, `--metrics-bind-address (metricsBindAddress): want IP:PORT`},
