@@ -19,13 +19,35 @@ import (
 // ipvsLink is the link both IPVS tools bind ClusterIPs to.
 const ipvsLink = "kube-ipvs0"
 
-// linkAddrs is the IPv4 addresses on a link ("" set if there is no link).
+// linkAddrs is the IPv4 addresses on a link and the IPv4 local routes
+// through it (kube-ipvs --vip-binding=local-route binds VIPs so): the
+// addresses local by it (an empty set if there is no link).
 func linkAddrs(link string) (map[string]bool, error) {
 	out, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", link).Output()
 	if err != nil {
 		return map[string]bool{}, nil // no link yet
 	}
-	return parseAddrs(string(out)), nil
+	m := parseAddrs(string(out))
+	routes, err := exec.Command("ip", "-4", "route", "show", "table", "local", "dev", link).Output()
+	if err != nil {
+		return m, nil // the link went meanwhile: its addresses went too
+	}
+	for a := range parseLocalRoutes(string(routes)) {
+		m[a] = true
+	}
+	return m, nil
+}
+
+// parseLocalRoutes reads `ip route show table local dev LINK` lines:
+// "local 10.96.1.0 proto 243 scope host".
+func parseLocalRoutes(out string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "local" {
+			m[f[1]] = true
+		}
+	}
+	return m
 }
 
 // parseAddrs reads `ip -o addr` lines: "7: kube-ipvs0    inet 10.96.1.0/32 scope global kube-ipvs0 ...".

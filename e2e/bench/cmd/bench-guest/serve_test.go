@@ -21,6 +21,16 @@ func TestParseAddrs(t *testing.T) {
 	}
 }
 
+func TestParseLocalRoutes(t *testing.T) {
+	out := "local 10.96.1.0 proto 243 scope host \n" +
+		"local 10.96.0.1 proto kernel scope host src 10.96.0.1 \n" +
+		"broadcast 10.96.0.255 proto kernel scope link src 10.96.0.1 \n"
+	got := parseLocalRoutes(out)
+	if len(got) != 2 || !got["10.96.1.0"] || !got["10.96.0.1"] {
+		t.Fatalf("got %v", got)
+	}
+}
+
 // Every ClusterIP frontend and a hairpin member per local endpoint, in the
 // tool's own sets; kube-proxy's nftables mode asks for nothing beyond its table.
 func TestNetfilterWant(t *testing.T) {
