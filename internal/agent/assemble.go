@@ -133,7 +133,10 @@ func (a *agent) openReader() error {
 	if a.c.Once || a.c.DryRun {
 		return nil
 	}
-	dp, err := linux.New(linux.Options{Logger: a.log.Named("reader"), IptablesBackend: a.c.IptablesBackend})
+	// It follows the kernel's announcements too: those about local routes
+	// only where VIPs are bound so.
+	dp, err := linux.New(linux.Options{Logger: a.log.Named("reader"), IptablesBackend: a.c.IptablesBackend,
+		LocalRoutes: a.c.VIPBinding == config.VIPLocalRoute})
 	if err != nil {
 		return fmt.Errorf("open the kernel reader: %w", err)
 	}
