@@ -23,7 +23,9 @@ import (
 // TestVIPsBoundEitherWay: a dataplane binding addresses and one binding
 // local routes, on one link, each read the VIPs the other bound, each can
 // unbind them, and each way of binding makes the VIP the node's own: a
-// socket binds it and the node reaches it, in both families. This is
+// connection to it from the node is delivered locally, in both families
+// (IPv6 lets no socket bind an address that is a local route alone, and
+// IPVS needs none to). This is
 // what lets an agent switch --vip-binding, or take over kube-proxy's
 // addresses, with nothing left behind.
 func TestVIPsBoundEitherWay(t *testing.T) {
@@ -134,32 +136,40 @@ func linkAddrs(t *testing.T, ctx context.Context, dp dataplane.Dataplane) []neti
 	return slices.SortedFunc(maps.Keys(got), netip.Addr.Compare)
 }
 
-// reachable: a socket on the node binds vip and a connection from the
-// node to it is accepted; it logs the source address the kernel chose.
+// reachable: a connection from the node to vip is delivered to the node
+// itself (a listener on every address of the family takes it), which is
+// what IPVS needs of a VIP: its packets reach the local input path, where
+// IPVS takes them. It logs the source address the kernel chose.
 func reachable(t *testing.T, vip netip.Addr) {
 	t.Helper()
-	l, err := net.Listen("tcp", netip.AddrPortFrom(vip, 0).String())
+	network, any := "tcp4", "0.0.0.0:0"
+	if vip.Is6() {
+		network, any = "tcp6", "[::]:0"
+	}
+	l, err := net.Listen(network, any)
 	if err != nil {
-		t.Errorf("listen on %s: %v", vip, err)
-		return
+		t.Fatalf("listen on %s: %v", any, err)
 	}
 	defer l.Close()
-	accepted := make(chan error, 1)
+	accepted := make(chan net.Addr, 1)
 	go func() {
 		c, err := l.Accept()
-		if err == nil {
-			c.Close()
+		if err != nil {
+			accepted <- nil
+			return
 		}
-		accepted <- err
+		accepted <- c.LocalAddr()
+		c.Close()
 	}()
-	c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
+	dst := netip.AddrPortFrom(vip, uint16(l.Addr().(*net.TCPAddr).Port))
+	c, err := net.DialTimeout("tcp", dst.String(), 5*time.Second)
 	if err != nil {
-		t.Errorf("connect to %s: %v", l.Addr(), err)
+		t.Errorf("connect to %s: %v", dst, err)
 		return
 	}
 	defer c.Close()
-	if err := <-accepted; err != nil {
-		t.Errorf("accept on %s: %v", l.Addr(), err)
+	if at := <-accepted; at == nil || at.String() != dst.String() {
+		t.Errorf("connection to %s accepted at %v", dst, at)
 	}
-	t.Logf("%s reached from %s", l.Addr(), c.LocalAddr())
+	t.Logf("%s reached from %s", dst, c.LocalAddr())
 }
