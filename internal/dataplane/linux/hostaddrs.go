@@ -166,20 +166,7 @@ func subscribeAddrs(ctx context.Context, log *zap.Logger, what string) (<-chan n
 	updates, done := make(chan netlink.AddrUpdate, 256), make(chan struct{})
 	err := netlink.AddrSubscribeWithOptions(updates, done, netlink.AddrSubscribeOptions{
 		ReceiveBufferSize: 1 << 20,
-		ErrorCallback: func(err error) {
-			if ctx.Err() == nil {
-				log.Warn(what, zap.Error(err))
-			}
-		},
+		ErrorCallback:     warnWhileRunning(ctx, log, what),
 	})
-	if err != nil {
-		close(done)
-		return nil, nil, err
-	}
-	stop := func() {
-		close(done)
-		for range updates { // let the receiver see its socket closed and end
-		}
-	}
-	return updates, stop, nil
+	return updates, stopping(done, updates, err), err
 }
