@@ -84,7 +84,8 @@ func openKernel(ctx context.Context, opt Options) (dataplane.Dataplane, error) {
 }
 
 // KernelOptions are the kernel settings the configuration asks for beyond
-// the table: strict ARP, the iptables flavour, conntrack tuning.
+// the table: strict ARP, how VIPs are bound, the iptables flavour,
+// conntrack tuning.
 func KernelOptions(c config.Config, log *zap.Logger) linux.Options {
 	return linux.Options{Logger: log, StrictARP: c.StrictARP, LocalRoutes: c.VIPBinding == config.VIPLocalRoute,
 		IptablesBackend: c.IptablesBackend, Conntrack: c.Conntrack}
