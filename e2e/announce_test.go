@@ -27,22 +27,7 @@ func TestAnnouncedDriftRepaired(t *testing.T) {
 			out, err := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
 			return err == nil && strings.Contains(out, " "+svc.vip+"/"), out
 		}
-		since := s.agent.mark()
-		// The deletion's success is its proof: the agent may bind it again
-		// before any look could see it gone.
-		start := time.Now()
-		if _, err := run("ip", "addr", "del", svc.vip+"/32", "dev", "kube-ipvs0"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := waitFor(settle, bound); err != nil {
-			t.Fatalf("%s not bound again: %v", svc.vip, err)
-		}
-		took := time.Since(start)
-		t.Logf("%s bound again %s after it was deleted", svc.vip, took.Round(time.Millisecond))
-		repaired(t, s.agent, since)
-		if took > announcedRepair {
-			t.Errorf("%s bound again after %s, want within %s", svc.vip, took.Round(time.Millisecond), announcedRepair)
-		}
+		rebound(t, s, svc.vip, bound, "ip", "addr", "del", svc.vip+"/32", "dev", "kube-ipvs0")
 		if got := s.askN(t, "", svc.target(), 2); len(got) == 0 {
 			t.Errorf("%s does not answer after the repair", svc.target())
 		}
@@ -88,6 +73,28 @@ func TestAnnouncedDriftRepaired(t *testing.T) {
 // repaired requires that an incremental sync since the log's mark found
 // drift: the agent repaired what was changed, not a full sync nor a
 // restart.
+// rebound runs a command that unbinds vip, waits until bound says it is
+// bound again, and fails the test unless an incremental sync repaired it
+// within announcedRepair. The command's success is the proof it was gone:
+// the agent may bind it again before any look could see it unbound.
+func rebound(t *testing.T, s *suite, vip string, bound func() (bool, string), unbind ...string) {
+	t.Helper()
+	since := s.agent.mark()
+	start := time.Now()
+	if _, err := run(unbind[0], unbind[1:]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waitFor(settle, bound); err != nil {
+		t.Fatalf("%s not bound again: %v", vip, err)
+	}
+	took := time.Since(start)
+	t.Logf("%s bound again %s after `%s`", vip, took.Round(time.Millisecond), strings.Join(unbind, " "))
+	repaired(t, s.agent, since)
+	if took > announcedRepair {
+		t.Errorf("%s bound again after %s, want within %s", vip, took.Round(time.Millisecond), announcedRepair)
+	}
+}
+
 func repaired(t *testing.T, a *agent, since int) {
 	t.Helper()
 	if _, err := a.waitLog(since, settle, func(e logEntry) bool { return isSync(e) && !e.bool("full") && e.int("drift") > 0 }); err != nil {

@@ -44,20 +44,8 @@ func TestVIPsAsLocalRoutes(t *testing.T) {
 	}
 
 	t.Run("its route deleted by hand", func(t *testing.T) {
-		since := s.agent.mark()
-		start := time.Now()
-		if _, err := run("ip", "route", "del", "local", svc.vip, "dev", "kube-ipvs0", "table", "local", "proto", "243"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := waitFor(settle, func() (bool, string) { return localRoute(svc.vip) }); err != nil {
-			t.Fatalf("%s not bound again: %v", svc.vip, err)
-		}
-		took := time.Since(start)
-		t.Logf("%s bound again %s after its route was deleted", svc.vip, took.Round(time.Millisecond))
-		repaired(t, s.agent, since)
-		if took > announcedRepair {
-			t.Errorf("%s bound again after %s, want within %s", svc.vip, took.Round(time.Millisecond), announcedRepair)
-		}
+		rebound(t, s, svc.vip, func() (bool, string) { return localRoute(svc.vip) },
+			"ip", "route", "del", "local", svc.vip, "dev", "kube-ipvs0", "table", "local", "proto", "243")
 	})
 
 	t.Run("Services removed", func(t *testing.T) {
