@@ -218,8 +218,20 @@ func (d *Dataplane) writeSysctl(key, value string) error {
 	return nil
 }
 
-// dumpTries is how many times an interrupted address dump is read.
+// dumpTries is how many times an interrupted dump of the link's VIPs is
+// read.
 const dumpTries = 3
+
+// rereadInterrupted runs read, again while the kernel reports the dump
+// interrupted (the host's addresses or routes changed under it, on any
+// link), at most dumpTries times; it returns read's last error.
+func rereadInterrupted(read func() error) error {
+	err := read()
+	for try := 1; try < dumpTries && errors.Is(err, errDumpInterrupted); try++ {
+		err = read()
+	}
+	return err
+}
 
 // listAddrs returns the VIPs on the link: every address but IPv6
 // link-local ones, which the kernel adds to any up link, and every local
@@ -238,18 +250,18 @@ func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, er
 	}
 	index := int32(link.Attrs().Index)
 	var out []netip.Addr
-	// A dump the kernel reports interrupted (the host's addresses changed
-	// under it, on any link) is read again a few times before it fails.
-	for try := 0; try == 0 || (try < dumpTries && errors.Is(err, errDumpInterrupted)); try++ {
+	err = rereadInterrupted(func() (err error) {
 		out, err = dumpAddrs(ctx, h.rt, index, out[:0])
-	}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
 	}
 	bound := len(out)
-	for try := 0; try == 0 || (try < dumpTries && errors.Is(err, errDumpInterrupted)); try++ {
+	err = rereadInterrupted(func() (err error) {
 		out, err = dumpLocalRoutes(ctx, h.routes, index, out[:bound])
-	}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list local routes through %s: %w", d.linkName, err)
 	}

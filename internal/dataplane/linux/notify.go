@@ -39,11 +39,11 @@ func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, err
 // group (RTNLGRP_IPV4_IFADDR and RTNLGRP_IPV6_IFADDR), of which it reports
 // the changes on the link; where VIPs are bound as local routes, its route
 // group (RTNLGRP_IPV4_ROUTE and RTNLGRP_IPV6_ROUTE), of which it reports
-// the changes to the agent's local routes (as AddrsChanged); and nftables' monitor group
-// (NFNLGRP_NFTABLES on NETLINK_NETFILTER), of which it reports the
-// changes to the tables iptables-nft keeps the shim's rules in. Legacy
-// iptables announces nothing: its rules are checked by the periodic
-// rescan alone. The agent's own writes are announced as well; reading
+// the changes to the agent's local routes (as AddrsChanged); and nftables'
+// monitor group (NFNLGRP_NFTABLES on NETLINK_NETFILTER), of which it
+// reports the changes to the tables iptables-nft keeps the shim's rules
+// in. Legacy iptables announces nothing: its rules are checked by the
+// periodic rescan alone. The agent's own writes are announced as well; reading
 // them back finds nothing to repair.
 func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
 	var wg sync.WaitGroup
