@@ -25,10 +25,9 @@
 # makes it (the benchmark is copied into its tree), turn about with this tree's,
 # on the same boot and table. COLDSTART_BINDINGS="address local-route" starts
 # the agent once per --vip-binding for each N (default: address alone), each
-# from a clean kernel, on the same boot. COLDSTART_KSTACKS=1 samples the
-# agent's kernel stacks while it starts and prints the commonest (where its
-# system time goes). COLDSTART_SETTLE (seconds, default 240) is the wait
-# before every start but the boot's first, after the kernel was cleaned:
+# from a clean kernel, on the same boot. COLDSTART_SETTLE (seconds, default
+# 240) is the wait before every start but the boot's first, after the
+# kernel was cleaned:
 # IPVS walks its list of real servers deleted in the last two to four
 # minutes on every real server added, so a start right after another's
 # table was deleted is slower by the square of the tables (10k: 164 s
@@ -106,20 +105,6 @@ emit() {
     echo "coldstart-profile-begin $p"; base64 /tmp/$p.pprof; echo "coldstart-profile-end $p"
   done
 }
-# kstacks: while the agent runs, its threads' kernel stacks twice a second,
-# then the innermost three frames of those in the kernel, most seen first:
-# where its system time goes, without perf in the guest.
-kstacks() {
-  : >/tmp/stacks
-  sleep 1
-  while pid=$(pidof kube-ipvs); do
-    for s in /proc/$pid/task/*/stack; do
-      awk 'NR <= 3 { sub(/^\[<[0-9a-f]+>\] /, ""); sub(/\+0x.*/, ""); f = f (NR > 1 ? " < " : "") $0 } END { if (f != "") print f }' "$s" 2>/dev/null
-    done >>/tmp/stacks
-    sleep 0.5
-  done
-  sort /tmp/stacks | uniq -c | sort -rn | head -12 | sed "s/^/coldstart: kstack n=$n binding=$binding /"
-}
 clean() {
   kube-ipvs cleanup --kube-proxy >/dev/null 2>&1
   ipvsadm -C; iproute2-ip link del kube-ipvs0 2>/dev/null
@@ -136,12 +121,8 @@ for n in $COLDSTART_NS; do
     prof=""
     [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof --heap-profile /tmp/heap-$n.pprof"
     time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
-      --vip-binding $binding >/tmp/agent.log 2>&1 &
-    agent=$!
-    [ "${COLDSTART_KSTACKS:-0}" = 1 ] && kstacks &
-    wait $agent
+      --vip-binding $binding >/tmp/agent.log 2>&1
     rc=$?
-    wait
     vs=$(grep -c '^TCP' /proc/net/ip_vs)
     rs=$(grep -c -- '->' /proc/net/ip_vs)
     addrs=$(iproute2-ip -o addr show dev kube-ipvs0 | wc -l)
@@ -225,7 +206,7 @@ KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIME
   --env "COLDSTART_NS=${ns[*]}" --env "COLDSTART_PROFILE=${COLDSTART_PROFILE:-0}" --env "COLDSTART_RESYNC=${COLDSTART_RESYNC:-0}" \
   --env "COLDSTART_VIPS=${COLDSTART_VIPS:-0}" --env "COLDSTART_SCAN=${COLDSTART_SCAN:-0}" \
   --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" --env "COLDSTART_BINDINGS=${COLDSTART_BINDINGS:-address}" \
-  --env "COLDSTART_KSTACKS=${COLDSTART_KSTACKS:-0}" --env "COLDSTART_SETTLE=${COLDSTART_SETTLE:-240}" \
+  --env "COLDSTART_SETTLE=${COLDSTART_SETTLE:-240}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
 for n in "${ns[@]}"; do
   for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n cpu-scan-$n; do
