@@ -113,6 +113,7 @@ func (a *agent) reconcilerOptions(dp dataplane.Dataplane, out io.Writer) reconci
 		Shim:             c.ShimConfig(),
 		PodCIDRsFromNode: c.DetectLocalMode == config.DetectNodeCIDR,
 		DryRun:           c.DryRun,
+		LocalRoutes:      c.VIPBinding == config.VIPLocalRoute,
 		Out:              out,
 		Log:              a.log,
 		Recorder:         a.src.recorder,

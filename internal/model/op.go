@@ -101,9 +101,21 @@ type Op struct {
 }
 
 // String renders the operation as the ipvsadm (or ip, or ipset) command
-// that would make the same change; this is what --dry-run prints and logs
-// show.
-func (o Op) String() string {
+// that would make the same change, a VIP bound as an address.
+func (o Op) String() string { return o.Command(false) }
+
+// Command renders the operation as the ipvsadm (or ip, or ipset) command
+// that would make the same change, a VIP bound as a local route when
+// localRoutes is set and as an address otherwise; this is what --dry-run
+// prints and logs show.
+func (o Op) Command(localRoutes bool) string {
+	if localRoutes && (o.Kind == BindAddr || o.Kind == UnbindAddr) {
+		verb := "add"
+		if o.Kind == UnbindAddr {
+			verb = "del"
+		}
+		return "ip route " + verb + " local " + hostPrefix(o.Addr) + " table local"
+	}
 	k := o.VS.Key
 	switch o.Kind {
 	case AddService:

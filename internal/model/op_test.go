@@ -71,6 +71,16 @@ func TestOpStringAndApplyTo(t *testing.T) {
 		if got := tc.op.String(); got != tc.text {
 			t.Errorf("%s prints %q, want %q", tc.op.Kind, got, tc.text)
 		}
+		want := tc.text
+		switch tc.op.Kind {
+		case BindAddr:
+			want = "ip route add local 10.96.0.10/32 table local"
+		case UnbindAddr:
+			want = "ip route del local 10.96.0.10/32 table local"
+		}
+		if got := tc.op.Command(true); got != want {
+			t.Errorf("%s with local routes prints %q, want %q", tc.op.Kind, got, want)
+		}
 		tc.op.ApplyTo(&s)
 		if got := s.Dump(); got != tc.dump {
 			t.Errorf("after %s:\n%s\nwant:\n%s", tc.op, got, tc.dump)

@@ -139,13 +139,13 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	if e != nil {
 		name, owned := r.serviceOf(op)
 		a.out.fail(op, e, name, owned)
-		r.log.Log(logv.V(logv.Problem), "operation failed", zap.Stringer("op", op), zap.Error(e))
+		r.log.Log(logv.V(logv.Problem), "operation failed", zap.String("op", op.Command(r.opt.LocalRoutes)), zap.Error(e))
 		r.obs.Tried(op)
 		a.failed(ctx, op, e)
 		return
 	}
 	if ce := r.log.Check(logv.V(logv.Sync), "applied"); ce != nil {
-		ce.Write(zap.Stringer("op", op))
+		ce.Write(zap.String("op", op.Command(r.opt.LocalRoutes)))
 	}
 	if op.Kind == model.AddService {
 		r.made[op.VS.Key] = struct{}{}

@@ -66,8 +66,11 @@ type Options struct {
 	PodCIDRsFromNode bool
 	// DryRun prints the operations to Out instead of applying them.
 	DryRun bool
-	Out    io.Writer
-	Log    *zap.Logger
+	// LocalRoutes tells the printed and logged operations that a VIP is
+	// bound as a local route, not as an address (model.Op.Command).
+	LocalRoutes bool
+	Out         io.Writer
+	Log         *zap.Logger
 	// Reader reads the kernel for Diff, apart from Dataplane so that a
 	// diff never queues behind a sync's kernel call (the linux dataplane
 	// serializes its calls); nil: Dataplane.

@@ -510,7 +510,7 @@ func (r *Reconciler) print(passes []plan.Pass) (int, error) {
 	for _, pass := range passes {
 		for _, op := range pass() {
 			n++
-			if _, err := fmt.Fprintln(r.opt.Out, op.String()); err != nil {
+			if _, err := fmt.Fprintln(r.opt.Out, op.Command(r.opt.LocalRoutes)); err != nil {
 				errs = append(errs, err)
 			}
 		}
