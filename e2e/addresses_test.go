@@ -30,7 +30,7 @@ func TestAddressesNoServiceClaims(t *testing.T) {
 			t.Errorf("the refusal is not reported: %v", err)
 		}
 		waitSynced(t, s)
-		if out, _ := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(out, " "+clientNodeAddr+"/") {
+		if bound, out := vipBound(clientNodeAddr); bound {
 			t.Errorf("the node's address is bound on kube-ipvs0:\n%s", out)
 		}
 		if out, _ := run("ipset", "list", "KUBE-IPVS-VIPS"); strings.Contains(out, clientNodeAddr+"\n") {

@@ -7,14 +7,16 @@ import (
 	"time"
 )
 
-// announcedRepair bounds the repair of what the kernel announces: an
-// address on kube-ipvs0 and the shim's iptables-nft rules.
+// announcedRepair bounds the repair of what the kernel announces: a VIP
+// bound on kube-ipvs0 (a local route or an address) and the shim's
+// iptables-nft rules.
 const announcedRepair = 2 * time.Second
 
 // TestAnnouncedDriftRepaired: with a sync period far longer than the test,
-// a bound ClusterIP deleted with `ip addr del` and the shim's jump deleted
-// with `iptables -t nat -D` are each back within announcedRepair: the
-// kernel announced the change, not the period's read, made the agent look.
+// a bound ClusterIP's local route deleted with `ip route del` and the
+// shim's jump deleted with `iptables -t nat -D` are each back within
+// announcedRepair: the kernel announced the change, not the period's read,
+// made the agent look.
 func TestAnnouncedDriftRepaired(t *testing.T) {
 	s := setup(t)
 	s.restartAgentWith(t, "--ipvs-sync-period", "10m")
@@ -23,11 +25,7 @@ func TestAnnouncedDriftRepaired(t *testing.T) {
 	s.ready(t, svc, bs...)
 
 	t.Run("a bound ClusterIP deleted", func(t *testing.T) {
-		bound := func() (bool, string) {
-			out, err := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-			return err == nil && strings.Contains(out, " "+svc.vip+"/"), out
-		}
-		rebound(t, s, svc.vip, bound, "ip", "addr", "del", svc.vip+"/32", "dev", "kube-ipvs0")
+		rebound(t, s, svc.vip, func() (bool, string) { return localRoute(svc.vip) }, unbindByHand(svc.vip)...)
 		if got := s.askN(t, "", svc.target(), 2); len(got) == 0 {
 			t.Errorf("%s does not answer after the repair", svc.target())
 		}

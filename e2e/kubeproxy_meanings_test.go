@@ -122,8 +122,8 @@ func TestKubeProxyMeanings(t *testing.T) {
 		s.removeFile(t, inExcluded.file())
 		took := waitTable(t, inExcluded.vs()+" to go", func(tab table) bool { _, ok := tab[inExcluded.vs()]; return !ok }, inExcluded.vs())
 		if _, err := waitFor(settle, func() (bool, string) {
-			out, err := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-			return err == nil && !strings.Contains(out, " "+inExcluded.vip+"/"), out
+			bound, out := vipBound(inExcluded.vip)
+			return !bound, out
 		}); err != nil {
 			t.Fatalf("VIP %s still bound on kube-ipvs0: %v", inExcluded.vip, err)
 		}

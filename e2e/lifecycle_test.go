@@ -41,8 +41,8 @@ func TestLifecycle(t *testing.T) {
 		took := waitTable(t, gone.vs()+" to go", func(tab table) bool { _, ok := tab[gone.vs()]; return !ok }, gone.vs())
 		t.Logf("%s left the kernel %s after its file was removed", gone.vs(), took.Round(time.Millisecond))
 		if _, err := waitFor(settle, func() (bool, string) {
-			out, err := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-			return err == nil && !strings.Contains(out, " "+gone.vip+"/"), out
+			bound, out := vipBound(gone.vip)
+			return !bound, out
 		}); err != nil {
 			t.Fatalf("VIP %s still bound on kube-ipvs0: %v", gone.vip, err)
 		}

@@ -53,10 +53,7 @@ func (s *suite) ready(t *testing.T, svc service, bs ...*backend) {
 	took := waitReals(t, svc, allAt(svc, 1, bs...))
 	// The VIP is bound after the virtual server is filled (plan's stage
 	// order), in the same sync: until then the node has no route to it.
-	if _, err := waitFor(settle, func() (bool, string) {
-		out, err := run("ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-		return err == nil && strings.Contains(out, " "+svc.vip+"/"), out
-	}); err != nil {
+	if _, err := waitFor(settle, func() (bool, string) { return vipBound(svc.vip) }); err != nil {
 		t.Fatalf("VIP %s not bound on kube-ipvs0: %v", svc.vip, err)
 	}
 	t.Logf("%s programmed %s after the file was written", svc.vs(), took.Round(time.Millisecond))

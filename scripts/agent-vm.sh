@@ -60,7 +60,7 @@ echo "--- golden:begin"; cat /tmp/got.ipvsadm; echo "--- golden:end"
 blocks /expected.ipvsadm >/tmp/want.sorted
 blocks /tmp/got.ipvsadm >/tmp/got.sorted
 diff -u /tmp/want.sorted /tmp/got.sorted || fail "ipvsadm -Ln differs from the golden file"
-iproute2-ip -o addr show dev kube-ipvs0 | grep -q '10.96.0.100/32' || fail "VIP 10.96.0.100 not bound on kube-ipvs0"
+iproute2-ip route show table local dev kube-ipvs0 proto 243 | grep -q '^local 10.96.0.100 ' || fail "VIP 10.96.0.100 not bound through kube-ipvs0 (a local route)"
 
 plan=$(kube-ipvs agent --manifests /examples --dry-run --hostname-override node-a --log-level error) \
   || fail "dry-run exited $?"
@@ -207,6 +207,7 @@ keep="-A -t 192.0.2.2:443 -s wlc
 -a -t 192.0.2.2:443 -r 10.0.0.5:443 -m -w 1"
 [ "$(ipvsadm -Sn | grep 192.0.2.2)" = "$keep" ] || fail "keepalived's server taken over: $(ipvsadm -Sn | grep 192.0.2.2)"
 iproute2-ip -o addr show dev kube-ipvs0 | grep -q '192.0.2.2/' && fail "keepalived's address bound on kube-ipvs0"
+iproute2-ip route show table local dev kube-ipvs0 | grep -q ' 192.0.2.2 ' && fail "keepalived's address routed through kube-ipvs0"
 # Added behind the agent's back, the server is only known to it from its
 # next full read of the kernel (the failed create asks for one at once).
 i=0

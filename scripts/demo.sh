@@ -110,8 +110,9 @@ wait_for 60 sh -c 'ipvsadm -Ln | grep -q "10.96.0.100:80"' ||
   die "no virtual server for 10.96.0.100:80 after 60s"
 # The whole folder is one sync; give it a moment to finish the other services.
 wait_for 10 sh -c 'ipvsadm -Ln | grep -q "10.96.0.10:53"'
-echo "    the agent programmed the table $(($(date +%s) - t))s after it started; VIPs on kube-ipvs0:"
-$IP -br addr show dev kube-ipvs0 | awk '{ for (i = 3; i <= NF; i++) if ($i !~ /^fe80:/) print $i }' | indent
+echo "    the agent programmed the table $(($(date +%s) - t))s after it started; VIPs bound through kube-ipvs0"
+echo "    (local routes: ip route show table local dev kube-ipvs0 proto 243):"
+for f in -4 -6; do $IP $f route show table local dev kube-ipvs0 proto 243; done | awk '$1 == "local" { print $2 }' | indent
 
 say "ipvsadm -Ln"
 ipvsadm -Ln | indent

@@ -38,7 +38,7 @@ func parseCleanup(args []string, stdout, stderr io.Writer) (cleanupOptions, int)
 			ownershipFlags(fs, c)
 			fs.BoolVar(&o.kubeProxy, "kube-proxy", false, "also remove what kube-proxy's IPVS mode left (its KUBE-* chains and ipsets; its virtual servers on kube-ipvs0 go anyway)")
 			fs.BoolVar(&o.kubeProxyOnly, "kube-proxy-only", false, "remove only kube-proxy's KUBE-* chains and ipsets, nothing of kube-ipvs: safe while the agent runs (migration without a gap)")
-			fs.BoolVar(&o.shimOnly, "shim-only", false, "remove only kube-ipvs' own KUBE-IPVS-* chains and ipsets, and the VIPs it bound as local routes (--vip-binding=local-route), not the virtual servers or kube-ipvs0's addresses: for a node handed back to a kube-proxy that already serves them (no gap)")
+			fs.BoolVar(&o.shimOnly, "shim-only", false, "remove only kube-ipvs' own KUBE-IPVS-* chains and ipsets, and the VIPs it bound as local routes (the default --vip-binding), not the virtual servers or kube-ipvs0's addresses: for a node handed back to a kube-proxy that already serves them (no gap)")
 			logFlags(fs, c)
 		}
 	}

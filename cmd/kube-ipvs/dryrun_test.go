@@ -40,10 +40,30 @@ func TestDryRunWithoutIPVS(t *testing.T) {
 		"-A -t 10.96.0.40:443 -s sh -p 600\n",
 		"-A -t [fd00:96::30]:80 -s rr\n",
 		"ipset add KUBE-IPVS-FRONTENDS 10.96.0.100,tcp:80\n",
-		"ip addr add 10.96.0.100/32\n",
+		"ip route add local 10.96.0.100/32 table local\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The plan prints a bind as the binding makes it: a local route by
+// default, an address with --vip-binding=address.
+func TestDryRunPrintsTheBinding(t *testing.T) {
+	for _, tc := range []struct {
+		flags     []string
+		want, not string
+	}{
+		{nil, "ip route add local 10.96.0.100/32 table local\n", "ip addr add"},
+		{[]string{"--vip-binding", "address"}, "ip addr add 10.96.0.100/32\n", "ip route add"},
+	} {
+		code, out, stderr := agentDryRun(t, false, append([]string{"--dry-run"}, tc.flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, want 0\n%s", tc.flags, code, stderr)
+		}
+		if !strings.Contains(out, tc.want) || strings.Contains(out, tc.not) {
+			t.Errorf("%v: the plan should hold %q and no %q:\n%s", tc.flags, tc.want, tc.not, out)
 		}
 	}
 }
@@ -89,7 +109,7 @@ func TestDryRunAgainstSavedTable(t *testing.T) {
 -a -t 10.96.0.30:80 -r 10.244.2.4:8080 -m -w 1
 -d -t 10.96.0.30:80 -r 10.244.9.9:8080
 -D -t 10.96.0.77:80
-ip addr del 10.96.0.77/32
+ip route del local 10.96.0.77/32 table local
 `
 	if out != want {
 		t.Errorf("plan\n%s\nwant\n%s", out, want)

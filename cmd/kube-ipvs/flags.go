@@ -127,7 +127,7 @@ func shimFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.Var(namedString{(*string)(&c.DetectLocalMode), "LocalMode"}, "detect-local-mode", "how pod traffic is told from the rest (connections to a ClusterIP from elsewhere are masqueraded): ClusterCIDR (--cluster-cidr), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface (--pod-bridge-interface) or InterfaceNamePrefix (--pod-interface-name-prefix)")
 	fs.StringVar(&c.BridgeInterface, "pod-bridge-interface", c.BridgeInterface, "the pods' bridge, for --detect-local-mode=BridgeInterface")
 	fs.StringVar(&c.InterfaceNamePrefix, "pod-interface-name-prefix", c.InterfaceNamePrefix, "the pods' interface name prefix, for --detect-local-mode=InterfaceNamePrefix")
-	fs.StringVar((*string)(&c.VIPBinding), "vip-binding", string(c.VIPBinding), "how a VIP is made the node's: address (on kube-ipvs0, as kube-proxy does) or local-route (a local route through kube-ipvs0: binding costs the same at any number of Services); VIPs bound either way are read, kept and unbound alike")
+	fs.StringVar((*string)(&c.VIPBinding), "vip-binding", string(c.VIPBinding), "how a VIP is made the node's: local-route (a local route through kube-ipvs0, as `ip route show table local dev kube-ipvs0` lists: binding costs the same at any number of Services) or address (on kube-ipvs0, as kube-proxy does and `ip addr show kube-ipvs0` lists: each bind costs more the more there are); VIPs bound either way are read, kept and unbound alike")
 	fs.StringVar((*string)(&c.IptablesBackend), "iptables-backend", string(c.IptablesBackend), "nft or legacy (default: the one holding more rules on this node)")
 }
 

@@ -51,7 +51,7 @@ const (
 )
 
 // faultGuestScript runs the agent with its debug log reduced to its
-// removals (every applied "-D", "-d", "ip addr del", "ipset del"), so the
+// removals (every applied "-D", "-d", "ip route del", "ipset del"), so the
 // console carries them without the flood of additions.
 const faultGuestScript = `set -u
 echo "cluster-vm: guest up"
@@ -59,7 +59,7 @@ echo "cluster-vm: guest up"
     --drain-timeout 0s --ipvs-min-sync-period 200ms --log-level debug 2>&1; echo "agent exited: $?" ) |
   while IFS= read -r l; do
     case "$l" in
-    *DEBUG*'"op": "-'[aAeE]' '* | *DEBUG*'"op": "ip addr add'* | *DEBUG*'"op": "ipset add'*) ;;
+    *DEBUG*'"op": "-'[aAeE]' '* | *DEBUG*'"op": "ip route add'* | *DEBUG*'"op": "ip addr add'* | *DEBUG*'"op": "ipset add'*) ;;
     *) echo "agent| $l" ;;
     esac
   done &
@@ -185,7 +185,7 @@ func TestAgentSurvivesAPIServerFaults(t *testing.T) {
 // virtual server, real server or VIP.
 func checkNoStableRemoval(t *testing.T, lines []string) {
 	t.Helper()
-	stable := regexp.MustCompile(`"op": "(-D|-d|ip addr del|ipset del)[^"]*10\.96\.20\.`)
+	stable := regexp.MustCompile(`"op": "(-D|-d|ip route del local|ip addr del|ipset del)[^"]*10\.96\.20\.`)
 	removals := 0
 	for _, l := range lines {
 		if strings.Contains(l, "DEBUG") && strings.Contains(l, `"op": "`) {

@@ -95,7 +95,16 @@ got() {
   ipvsadm -Sn | awk '
     $1 == "-A" { print $2 " " $3 }
     $1 == "-a" { print $2 " " $3 " -> " $5 }' | grep -vF -f /tmp/foreign.keys | sort >/tmp/got
-  iproute2-ip -o -4 addr show dev kube-ipvs0 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4}' | sort >/tmp/gotvips
+  vips4 >/tmp/gotvips
+}
+
+# vips4: the IPv4 VIPs bound on kube-ipvs0 either way the agent binds one:
+# its addresses and its local routes (protocol 243).
+vips4() {
+  {
+    iproute2-ip -o -4 addr show dev kube-ipvs0 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4}'
+    iproute2-ip -4 route show table local dev kube-ipvs0 proto 243 2>/dev/null | awk '$1 == "local" {print $2}'
+  } | sort -u
 }
 
 # --- foreign state, as keepalived (and an admin) would leave it -------------------
@@ -156,7 +165,7 @@ while [ $k -lt "$KILLS" ]; do
   wait $pid 2>/dev/null
   vs=$(ipvsadm -Sn | grep -c '^-A')
   rs=$(ipvsadm -Sn | grep -c '^-a')
-  vips=$(iproute2-ip -o -4 addr show dev kube-ipvs0 2>/dev/null | wc -l)
+  vips=$(vips4 | wc -l)
   echo "fault-vm: kill $k/$KILLS ${delay} ms after the sync's first change (${started} s from start): kernel holds $vs virtual servers, $rs real servers, $vips VIPs (want $((total + 3)) incl. 3 foreign)"
   # Between kills the cluster changes: Services go (some of them half made).
   for i in $(seq 1 "$N" | shuf -n $((N / 40))); do

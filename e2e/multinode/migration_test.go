@@ -153,5 +153,5 @@ func testMigration(ctx context.Context, t *testing.T, c *cluster) {
 			t.Errorf("%s: kube-proxy leftovers:\n%s", n.name, strings.Join(left, "\n"))
 		}
 	}
-	sc.notes = append(sc.notes, "nodes 1-3 compared with node-4: iptables-save, ip6tables-save, ipset list -n, ipvsadm -Sn virtual servers, kube-ipvs0 addresses")
+	sc.notes = append(sc.notes, "nodes 1-3 compared with node-4: iptables-save, ip6tables-save, ipset list -n, ipvsadm -Sn virtual servers, "+boundVIPs)
 }

@@ -53,21 +53,42 @@ func readState(n *node) (nodeState, error) {
 		}
 	}
 	st["ipvsadm -Sn (virtual servers)"] = sorted(vss)
-	out, err = inNS(n.name, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-	if err != nil {
-		out = "" // no link: compared as no addresses
-	}
+	st[boundVIPs] = sorted(readVIPs(n))
+	return st, nil
+}
+
+// boundVIPs names the VIPs bound on kube-ipvs0 in a nodeState. They are
+// compared as bare addresses, whichever way each is bound: kube-proxy
+// binds addresses, kube-ipvs local routes by default, and a migrated node
+// keeps the addresses kube-proxy bound.
+const boundVIPs = "VIPs bound on kube-ipvs0"
+
+// readVIPs lists the addresses of kube-ipvs0 and kube-ipvs' local routes
+// through it (protocol 243), both families; no link reads as none.
+func readVIPs(n *node) []string {
 	var vips []string
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "inet" || f[i] == "inet6" {
-				vips = append(vips, f[i+1])
+	if out, err := inNS(n.name, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"); err == nil {
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			for i := 0; i+1 < len(f); i++ {
+				if f[i] == "inet" || f[i] == "inet6" {
+					vips = append(vips, strings.SplitN(f[i+1], "/", 2)[0])
+				}
 			}
 		}
 	}
-	st["kube-ipvs0 addresses"] = sorted(vips)
-	return st, nil
+	for _, family := range []string{"-4", "-6"} {
+		out, err := inNS(n.name, "ip", family, "route", "show", "table", "local", "dev", "kube-ipvs0", "proto", "243")
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "local" {
+				vips = append(vips, f[1])
+			}
+		}
+	}
+	return vips
 }
 
 // withoutEmptyTables drops the tables of iptables-save output that hold

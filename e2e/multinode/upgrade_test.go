@@ -176,5 +176,5 @@ func testBackToKubeProxy(ctx context.Context, t *testing.T, c *cluster) {
 			}
 		}
 	}
-	sc.notes = append(sc.notes, "node-1 compared with its own state under kube-proxy before the migration: iptables-save, ip6tables-save, ipset list -n, virtual servers, kube-ipvs0 addresses")
+	sc.notes = append(sc.notes, "node-1 compared with its own state under kube-proxy before the migration: iptables-save, ip6tables-save, ipset list -n, virtual servers, "+boundVIPs)
 }

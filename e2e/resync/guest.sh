@@ -8,8 +8,8 @@
 #   change $RESYNC_CHANGES new Services written 2 s apart, each timed from
 #          its file's write to `ipvsadm -Ln -t VIP` showing its real server;
 #   drift  someone else's changes, each timed until repaired ($REPAIR s at most):
-#          ipvsadm -d (a real server), ipvsadm -D (a virtual server), an
-#          address deleted from kube-ipvs0, an ipset member deleted;
+#          ipvsadm -d (a real server), ipvsadm -D (a virtual server), a
+#          VIP unbound from kube-ipvs0, an ipset member deleted;
 #   rss    VmHWM and VmRSS at the end.
 # Prints one "resync-vm: RESULT tool=... key=value ..." line per tool.
 set -u
@@ -65,6 +65,17 @@ ep() { echo "10.$((128 + $2)).$(($1 / 250)).$(($1 % 250 + 1))"; }
 hasreal() { ipvsadm -Ln -t "$1" 2>/dev/null | grep -q -- "-> $2"; }
 hasvs() { ipvsadm -Ln -t "$1" >/dev/null 2>&1; }
 hasaddr() { iproute2-ip addr show dev kube-ipvs0 | grep -q "inet $1/"; }
+hasroute() { iproute2-ip -4 route show table local dev kube-ipvs0 proto 243 | grep -q "^local $1 "; }
+# hasvip V: V bound on kube-ipvs0 either way an agent binds one: as an
+# address or as its local route. unbind V deletes it the way it is bound.
+hasvip() { hasaddr "$1" || hasroute "$1"; }
+unbind() {
+  if hasroute "$1"; then
+    iproute2-ip route del local "$1" dev kube-ipvs0 table local proto 243
+  else
+    iproute2-ip addr del "$1"/32 dev kube-ipvs0
+  fi
+}
 hasmember() { ipset test KUBE-IPVS-CLUSTER-IP "$1" 2>/dev/null; }
 pct() { sort -n | awk -v p="$1" '{v[NR] = $1} END {if (NR == 0) {print "-"; exit} i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; print v[i]}'; }
 
@@ -127,8 +138,8 @@ CHG
   rdel=$(waitfor $REPAIR hasreal $v1:80 $(ep $((N / 4)) 0):8080)
   ipvsadm -D -t $v2:80
   vdel=$(waitfor $REPAIR hasreal $v2:80 $(ep $((N / 2)) 1):8080)
-  iproute2-ip addr del $v3/32 dev kube-ipvs0
-  adel=$(waitfor $REPAIR hasaddr $v3)
+  unbind $v3
+  adel=$(waitfor $REPAIR hasvip $v3)
   ipset del KUBE-IPVS-CLUSTER-IP $v4,tcp:80
   mdel=$(waitfor $REPAIR hasmember $v4,tcp:80)
   # What one check of the netfilter rules costs (both families, as a
@@ -136,7 +147,7 @@ CHG
   s=$(now)
   iptables-save >/dev/null; ip6tables-save >/dev/null
   echo "resync-vm: iptables-save + ip6tables-save took $(since "$s") s"
-  echo "resync-vm: $tool repaired: ipvsadm -d $rdel s, ipvsadm -D $vdel s, addr del $adel s, ipset del $mdel s"
+  echo "resync-vm: $tool repaired: ipvsadm -d $rdel s, ipvsadm -D $vdel s, VIP unbound $adel s, ipset del $mdel s"
 
   hwm=$(awk '/VmHWM/ {print $2 / 1024}' /proc/$pid/status); rss=$(awk '/VmRSS/ {print $2 / 1024}' /proc/$pid/status)
   echo "resync-vm: RESULT tool=$tool n=$N cold_s=$cold cold_cpu=$coldcpu idle_cpu=$idle idle_s=$IDLE idle_fulls=$fulls change_p50=$p50 change_p99=$p99 change_max=$mx never=$lost repair_real=$rdel repair_vs=$vdel repair_addr=$adel repair_member=$mdel hwm_mb=$hwm rss_mb=$rss"

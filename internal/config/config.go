@@ -59,8 +59,9 @@ type Config struct {
 	BridgeInterface     string
 	InterfaceNamePrefix string
 	StrictARP           bool
-	// VIPBinding is how a VIP is made the node's: an address on kube-ipvs0
-	// (kube-proxy's way, the default) or a local route through it.
+	// VIPBinding is how a VIP is made the node's: a local route through
+	// kube-ipvs0 (the default, whose cost does not grow with the number of
+	// VIPs) or an address on it (kube-proxy's way).
 	VIPBinding      VIPBinding
 	IptablesBackend shim.Backend // nft, legacy or detect ("")
 	// Conntrack is the nf_conntrack tuning kube-proxy writes at start
@@ -112,12 +113,14 @@ type VIPBinding string
 const (
 	// VIPAddress binds each VIP as an address on kube-ipvs0, as kube-proxy
 	// does: `ip addr show kube-ipvs0` lists them. The kernel walks the
-	// link's address list on every add, so N VIPs cost the square of N.
+	// link's address list on every add, so N VIPs cost the square of N:
+	// for a node whose other tools read the VIPs off the link's addresses.
 	VIPAddress VIPBinding = "address"
-	// VIPLocalRoute binds each VIP as a local route through kube-ipvs0 in
-	// the local table (`ip route show table local dev kube-ipvs0`): the
-	// route the kernel makes for an address, without the address, at the
-	// same cost at any N.
+	// VIPLocalRoute, the default, binds each VIP as a local route through
+	// kube-ipvs0 in the local table (`ip route show table local dev
+	// kube-ipvs0`): the route the kernel makes for an address, without the
+	// address, at the same cost at any N. Packets to the VIP are delivered
+	// locally, to IPVS, as they are for an address.
 	VIPLocalRoute VIPBinding = "local-route"
 )
 
@@ -153,7 +156,7 @@ func Default() Config {
 		MinSyncPeriod:      time.Second,
 		MasqueradeBit:      DefaultMasqueradeBit,
 		DetectLocalMode:    DetectClusterCIDR,
-		VIPBinding:         VIPAddress,
+		VIPBinding:         VIPLocalRoute,
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
 		Conntrack: dataplane.ConntrackTuning{

@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Table struct {
 	VirtualServers int // virtual servers the agent wants that the kernel holds
 	RealServers    int // their real servers, draining ones included
-	BoundVIPs      int // addresses bound on the agent's link
+	BoundVIPs      int // VIPs bound on the agent's link, as addresses or local routes
 	Draining       int // real servers kept at weight 0 until their connections end
 	Invalid        int // Services skipped because they could not be translated
 	Failing        int // Services whose kernel operations failed, retried with backoff
@@ -30,7 +30,7 @@ func NewTable(read func() Table) *TableCollector {
 	return &TableCollector{read: read, descs: [7]*prometheus.Desc{
 		d(VirtualServers, "IPVS virtual servers the agent wants and the kernel holds (foreign ones are not counted)."),
 		d(RealServers, "Real servers of those virtual servers, draining ones included."),
-		d(BoundVIPs, "Addresses bound on the kube-ipvs0 link."),
+		d(BoundVIPs, "VIPs bound on the kube-ipvs0 link, as addresses or local routes."),
 		d(DrainingReals, "Real servers kept at weight 0 until their connections end or the drain timeout passes."),
 		d(InvalidServices, "Services skipped because they could not be translated (their last good state stays in force)."),
 		d(ServiceErrors, "Services whose kernel operations failed (a scheduler the kernel lacks, say); they are retried with backoff and do not fail the sync."),
