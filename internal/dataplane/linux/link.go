@@ -241,14 +241,10 @@ func rereadInterrupted(read func() error) error {
 // nothing. An interrupted dump is read again; one interrupted dumpTries
 // times is an error, never a short list.
 func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, error) {
-	link, err := h.nl.LinkByName(d.linkName)
-	if isLinkNotFound(err) {
-		return nil, nil
+	index, found, err := d.linkIndex(h)
+	if err != nil || !found {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("look up link %s: %w", d.linkName, err)
-	}
-	index := int32(link.Attrs().Index)
 	var out []netip.Addr
 	err = rereadInterrupted(func() (err error) {
 		out, err = dumpAddrs(ctx, h.rt, index, out[:0])
@@ -258,16 +254,40 @@ func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, er
 		return nil, fmt.Errorf("list addresses of %s: %w", d.linkName, err)
 	}
 	bound := len(out)
-	err = rereadInterrupted(func() (err error) {
-		out, err = dumpLocalRoutes(ctx, h.routes, index, out[:bound])
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list local routes through %s: %w", d.linkName, err)
+	if out, err = d.readLocalRoutes(ctx, h, index, out); err != nil {
+		return nil, err
 	}
 	if len(out) > bound { // routes beside addresses: a VIP may be both
 		slices.SortFunc(out, netip.Addr.Compare)
 		out = slices.Compact(out)
+	}
+	return out, nil
+}
+
+// linkIndex is the link's index; found is false, with no error, when
+// the link does not exist: it then binds nothing.
+func (d *Dataplane) linkIndex(h *handles) (index int32, found bool, err error) {
+	link, err := h.nl.LinkByName(d.linkName)
+	if isLinkNotFound(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("look up link %s: %w", d.linkName, err)
+	}
+	return int32(link.Attrs().Index), true, nil
+}
+
+// readLocalRoutes appends to out the VIPs bound as the agent's local
+// routes through the link at index, reading again a dump the kernel
+// interrupted.
+func (d *Dataplane) readLocalRoutes(ctx context.Context, h *handles, index int32, out []netip.Addr) ([]netip.Addr, error) {
+	n := len(out)
+	err := rereadInterrupted(func() (err error) {
+		out, err = dumpLocalRoutes(ctx, h.routes, index, out[:n])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list local routes through %s: %w", d.linkName, err)
 	}
 	return out, nil
 }
@@ -347,17 +367,13 @@ func (d *Dataplane) Probe(ctx context.Context) error {
 func (d *Dataplane) DeleteLocalRoutes(ctx context.Context) ([]netip.Addr, error) {
 	var gone []netip.Addr
 	err := d.do(ctx, "delete local routes", func(ctx context.Context, h *handles) error {
-		link, err := h.nl.LinkByName(d.linkName)
-		if isLinkNotFound(err) {
-			return nil
+		index, found, err := d.linkIndex(h)
+		if err != nil || !found {
+			return err
 		}
+		vips, err := d.readLocalRoutes(ctx, h, index, nil)
 		if err != nil {
-			return fmt.Errorf("look up link %s: %w", d.linkName, err)
-		}
-		index := int32(link.Attrs().Index)
-		vips, err := dumpLocalRoutes(ctx, h.routes, index, nil)
-		if err != nil {
-			return fmt.Errorf("list local routes through %s: %w", d.linkName, err)
+			return err
 		}
 		slices.SortFunc(vips, netip.Addr.Compare)
 		vips = slices.Compact(vips)
