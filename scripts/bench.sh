@@ -35,6 +35,7 @@
 #                         go quiet before the idle window (default 5m)
 #   BENCH_COLD_TIMEOUT    a tool not serving by then is recorded as not serving (default 15m)
 #   BENCH_VM_TIMEOUT      one boot's bound, every run of every tool (default 12h)
+#   BENCH_VM_MEM          the guest's RAM in MB (default 2048; 50k Services want 4096)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_KUBE_IPVS_REF   build kube-ipvs from this commit instead of the work tree, the
 #                         harness staying the work tree's: a before/after pair of runs
@@ -143,7 +144,7 @@ for variant in "${vlist[@]}"; do
     log "N=$n, endpoints $variant: API server, fill, VM with ${tools//,/, } x $runs ($(date -u +%H:%M:%S) UTC)"
     tn=$(date +%s)
     if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
-      --n "$n" --local-every "$every" --runs "$runs" --sample "$sample" --idle-max "$idle_max" --cold-timeout "$cold_timeout" --vm-timeout "${BENCH_VM_TIMEOUT:-12h}" \
+      --n "$n" --local-every "$every" --runs "$runs" --sample "$sample" --idle-max "$idle_max" --cold-timeout "$cold_timeout" --vm-timeout "${BENCH_VM_TIMEOUT:-12h}" --mem "${BENCH_VM_MEM:-2048}" \
       --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
       --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
       --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
