@@ -113,8 +113,9 @@ type VIPBinding string
 const (
 	// VIPAddress binds each VIP as an address on kube-ipvs0, as kube-proxy
 	// does: `ip addr show kube-ipvs0` lists them. The kernel walks the
-	// link's address list on every add, so N VIPs cost the square of N:
-	// for a node whose other tools read the VIPs off the link's addresses.
+	// link's address list on every add, so N VIPs cost the square of N.
+	// It is for a node whose other tools read the VIPs off the link's
+	// addresses.
 	VIPAddress VIPBinding = "address"
 	// VIPLocalRoute, the default, binds each VIP as a local route through
 	// kube-ipvs0 in the local table (`ip route show table local dev
