@@ -267,12 +267,12 @@ func (d *Dataplane) listAddrs(ctx context.Context, h *handles) ([]netip.Addr, er
 // linkIndex is the link's index; found is false, with no error, when
 // the link does not exist: it then binds nothing.
 func (d *Dataplane) linkIndex(h *handles) (index int32, found bool, err error) {
-	link, err := h.nl.LinkByName(d.linkName)
-	if isLinkNotFound(err) {
+	link, err := d.linkFor(h)
+	if errors.Is(err, dataplane.ErrNotExist) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("look up link %s: %w", d.linkName, err)
+		return 0, false, err
 	}
 	return int32(link.Attrs().Index), true, nil
 }
