@@ -320,7 +320,7 @@ func TestSlowReadsSpreadOut(t *testing.T) {
 	}{
 		{take: 10 * time.Millisecond, want: 34},  // at once, then every 30 s
 		{take: 500 * time.Millisecond, want: 33}, // under a second: every 30.5 s (a hundred times it would be 50.5)
-		{take: 2 * time.Second, want: 7},         // every 152 s, read included
+		{take: 2 * time.Second, want: 5},         // every 202 s, read included
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t)

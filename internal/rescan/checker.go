@@ -49,21 +49,29 @@ type Checker struct {
 	partEnded time.Time
 }
 
-// readShare bounds what the checker spends reading: after a read that cost
-// t (its time, or the CPU the process spent during it if that is more: the
-// kernel answers in the reader's thread, the runtime collects the garbage
-// on others) it waits at least readShare × t, so that at most 1/(readShare+1)
-// of a CPU goes to finding drift however large the table: less at rest, in
-// an hour, than kube-proxy's nftables mode spends, which rewrites what
-// someone else changed only at its hourly full sync; and drift is repaired
-// within readShare+1 reads' time, minutes where that mode takes the hour.
+// readShare, repairWait and minReadShare space the reads. After a read
+// that cost t (its time, or the CPU the process spent during it if that is
+// more: the kernel answers in the reader's thread, the runtime collects the
+// garbage on others) the checker waits readShare × t, so that at most
+// 1/(readShare+1) of a CPU goes to finding drift. Where that wait would
+// outgrow repairWait, it waits repairWait instead, but never less than
+// minReadShare × t: someone else's change is repaired within about five
+// minutes for as long as a read costs under repairWait/minReadShare (12 s;
+// 10,000 Services read in 2-3 s), at up to 1/(minReadShare+1) of a CPU,
+// and a table too large for that (50,000 Services read in about half a
+// minute) is read at that share, within minReadShare+1 reads' time (a
+// quarter of an hour at 50,000). kube-proxy's IPVS mode reads and rewrites
+// everything every 30 s, its nftables mode rewrites what someone else
+// changed only at its hourly full sync.
 // A read under slowRead costs little however often it comes (a small
 // table, or the rules check's iptables-save on a slow machine): it waits
 // fastReadShare × t, so that a short --ipvs-sync-period still repairs
 // within seconds. A table that reads in under Period/readShare keeps the
 // Period.
 const (
-	readShare     = 75
+	readShare     = 100
+	repairWait    = 4 * time.Minute
+	minReadShare  = 20
 	fastReadShare = 20
 	slowRead      = time.Second
 )
@@ -84,8 +92,8 @@ const (
 // fought the start (another tool still programming the table during a
 // migration), and learns what a read of this kernel costs before the agent
 // is at rest, so that the budget spaces the reads after it. A read starts
-// Period after the one before it was folded, or readShare times the last
-// read's cost if that is longer (reading and checking the rules only: not
+// Period after the one before it was folded, or later as the last read's
+// cost asks (pause; reading and checking the rules only: not
 // the wait for the sync loop to fold it, which is the minimum sync
 // interval's, not the kernel's), so that reads never pile up and a kernel
 // slow to read costs a bounded share of a CPU.
@@ -153,7 +161,7 @@ func (c *Checker) pause(took time.Duration) time.Duration {
 	if took < slowRead {
 		return max(c.Period, fastReadShare*took)
 	}
-	return max(c.Period, readShare*took)
+	return max(c.Period, min(readShare*took, max(repairWait, minReadShare*took)))
 }
 
 // Check reads the kernel, hands the read to the sync loop and waits until

@@ -139,14 +139,18 @@ func TestCheck(t *testing.T) {
 }
 
 // TestPause: a read under slowRead waits fastReadShare times its time, a
-// slower one readShare times; never less than the period.
+// slower one readShare times, or repairWait where that is shorter, but
+// never less than minReadShare times; never less than the period.
 func TestPause(t *testing.T) {
 	c := &Checker{Period: 30 * time.Second}
 	for _, tc := range []struct{ took, want time.Duration }{
 		{10 * time.Millisecond, 30 * time.Second},
 		{500 * time.Millisecond, 30 * time.Second},
-		{2 * time.Second, 150 * time.Second},
 		{900 * time.Millisecond, 30 * time.Second},
+		{2 * time.Second, 200 * time.Second},    // readShare × t
+		{3 * time.Second, 4 * time.Minute},      // repairWait, not 300 s
+		{30 * time.Second, 600 * time.Second},   // minReadShare × t, not 3,000 s
+		{100 * time.Second, 2000 * time.Second}, // the share holds however slow
 	} {
 		if got := c.pause(tc.took); got != tc.want {
 			t.Errorf("after a read of %s: %s, want %s", tc.took, got, tc.want)
@@ -155,6 +159,10 @@ func TestPause(t *testing.T) {
 	c.Period = time.Second
 	if got := c.pause(900 * time.Millisecond); got != 18*time.Second {
 		t.Errorf("short period, fast read: %s, want 18s", got)
+	}
+	c.Period = 10 * time.Minute
+	if got := c.pause(3 * time.Second); got != 10*time.Minute {
+		t.Errorf("a period longer than repairWait: %s, want the period", got)
 	}
 }
 
@@ -175,7 +183,7 @@ func TestReadCostsItsCPU(t *testing.T) {
 	if rd == nil || c.spent != 3*time.Second {
 		t.Fatalf("a read of little time and 3 CPU-s: read %v, cost %s, want 3s", rd != nil, c.spent)
 	}
-	if got, want := c.pause(c.spent), 225*time.Second; got != want {
+	if got, want := c.pause(c.spent), repairWait; got != want {
 		t.Fatalf("next read after %s, want %s", got, want)
 	}
 }
