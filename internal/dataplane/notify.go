@@ -34,6 +34,12 @@ type Notifier interface {
 	// block. A subscription that breaks is renewed; what it may have missed
 	// is reported as changed.
 	Watch(ctx context.Context, report func(Event))
+	// FollowsAddrs tells whether a Watch follows every announcement about
+	// the link's addresses now: from when its subscriptions are open (it
+	// then reports AddrsChanged once, for what changed before) until one
+	// breaks. While it does, the periodic rescan leaves the addresses to
+	// the announcements.
+	FollowsAddrs() bool
 	// LinkAddrs reads the addresses on LinkName alone (none when the link
 	// is missing), as Observe reads them.
 	LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error)

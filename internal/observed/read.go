@@ -44,6 +44,9 @@ func AddrsRead(since Revision, addrs map[netip.Addr]struct{}) *Read {
 
 // WholeRead is a whole read of the kernel, begun at since.
 func WholeRead(since Revision, obs dataplane.Observation) *Read {
+	if obs.State.Addrs == nil { // none bound, not none read: compared
+		obs.State.Addrs = map[netip.Addr]struct{}{}
+	}
 	return &Read{Since: since, State: obs.State, Conns: obs.Conns,
 		sets: MembersDigest(obs.State.Sets), table: TableDigest(obs.State.Services)}
 }
@@ -75,6 +78,13 @@ func NewScan(since Revision, services, members int) *Scan {
 		perVS: make(map[model.VSKey]Digest, services), members: make([]uint64, 0, members)}}
 }
 
+// WithoutAddrs leaves the link's addresses out of the scan, for a reader
+// that follows their announcements instead: the fold then compares none.
+func (s *Scan) WithoutAddrs() *Scan {
+	s.rd.State.Addrs = nil
+	return s
+}
+
 // Visitor is what the reader hands each entry to. A reader hands a virtual
 // server's real servers after it, one after the other: their part of the
 // digest is summed aside and stored once per virtual server rather than
@@ -89,16 +99,19 @@ func (s *Scan) Visitor() dataplane.Visitor {
 		}
 		s.part.count(h, 1)
 	}
-	return dataplane.Visitor{
+	v := dataplane.Visitor{
 		Service: func(vs model.VirtualServer) { count(vs.Key, VSHash(vs)) },
 		Real:    func(k model.VSKey, rs model.RealServer) { count(k, RealHash(k, rs)) },
-		Addr:    func(a netip.Addr) { rd.State.Addrs[a] = struct{}{} },
 		Member: func(e model.SetEntry) {
 			h := MemberHash(e)
 			rd.sets.count(h, 1)
 			rd.members = append(rd.members, h)
 		},
 	}
+	if rd.State.Addrs != nil {
+		v.Addr = func(a netip.Addr) { rd.State.Addrs[a] = struct{}{} }
+	}
+	return v
 }
 
 // flush stores the part summed aside.
@@ -193,7 +206,9 @@ func (c *Cache) Fold(rd *Read, scope plan.Scope) Folded {
 	if rd.perVS == nil {
 		f.Drifted += c.foldRebased(rd, logs, scope)
 	}
-	f.Drifted += c.foldAddrs(rd, moved, scope)
+	if rd.State.Addrs != nil { // nil: a scan that left them out
+		f.Drifted += c.foldAddrs(rd, moved, scope)
+	}
 	if !setsOK {
 		f.Drifted += foldSet(c, c.state.Sets, rd.State.Sets, moved.sets, scope.Sets, func(k *keys) map[model.SetEntry]Revision { return k.sets })
 		c.sets = MembersDigest(c.state.Sets)

@@ -21,13 +21,18 @@ type announcing struct {
 	cost      time.Duration
 	heard     func(dataplane.Event)
 	addrReads int
-	checks    int // ShimInPlace
+	checks    int  // ShimInPlace
+	deaf      bool // the announcements of addresses not followed
 }
 
 func (k *announcing) Watch(ctx context.Context, report func(dataplane.Event)) {
 	k.heard = report
 	<-ctx.Done()
 }
+
+// FollowsAddrs: the test's announcements are all there are, unless it
+// says they are not heard (deaf).
+func (k *announcing) FollowsAddrs() bool { return !k.deaf }
 
 func (k *announcing) LinkAddrs(context.Context) (map[netip.Addr]struct{}, error) {
 	k.addrReads++
@@ -79,6 +84,44 @@ func TestCheckPart(t *testing.T) {
 			}
 			if rd == nil || rd.RulesMissing != tc.rulesMissing {
 				t.Fatalf("read %v, want one with rules missing %v", rd, tc.rulesMissing)
+			}
+		})
+	}
+}
+
+// TestScanLeavesAddrsToAnnouncements: while the link's addresses are
+// followed, the periodic scan reads the table and the members but not the
+// addresses, and a VIP gone from the kernel is not its to find (the
+// announcement's read is); while they are not followed, the scan reads
+// them and finds it.
+func TestScanLeavesAddrsToAnnouncements(t *testing.T) {
+	noVIP := webState(rs1)
+	clear(noVIP.Addrs)
+	for _, tc := range []struct {
+		name  string
+		deaf  bool
+		drift int
+	}{
+		{name: "followed", drift: 0},
+		{name: "not followed", deaf: true, drift: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cache := observed.New()
+			cache.Load(dataplane.Observation{State: webState(rs1)})
+			m := NewMailbox(cache)
+			m.Ensured(shim.Config{})
+			k := &announcing{kernel: &kernel{state: noVIP, rulesOK: true}, deaf: tc.deaf}
+			drifted, stop := folder(ctx, m, cache)
+			c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Minute}
+			rd := c.Check(ctx)
+			cancel()
+			stop()
+			if rd == nil || k.scans != 1 || *drifted != tc.drift {
+				t.Fatalf("read %v, %d scans, %d drifted; want a read, 1 scan, %d drifted", rd != nil, k.scans, *drifted, tc.drift)
+			}
+			if read := rd.State.Addrs != nil; read != tc.deaf {
+				t.Fatalf("addresses read by the scan: %v, want %v", read, tc.deaf)
 			}
 		})
 	}

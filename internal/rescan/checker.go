@@ -13,8 +13,9 @@ import (
 )
 
 // Checker reads the whole kernel once per Period, beside the syncs: every
-// virtual server with its real servers, the link's addresses, the set
-// members, and whether the netfilter rules are in place. So anything
+// virtual server with its real servers, the link's addresses (unless Notify
+// follows their announcements), the set members, and whether the netfilter
+// rules are in place. So anything
 // changed by someone else is read within one Period and two reads' time
 // (the read under way may have missed it), and repaired by the sync that
 // follows (the sync loop's minimum interval later at most), or one Period
@@ -261,9 +262,13 @@ func (c *Checker) Whole(ctx context.Context, since observed.Revision) (*Read, er
 }
 
 // Scan reads the kernel into digests, keeping only what the fold needs to
-// take the cache's later writes out of them, and the link's addresses.
+// take the cache's later writes out of them, and the link's addresses
+// unless Notify follows their announcements (CheckPart reads those).
 func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, error) {
 	s := observed.NewScan(since, c.lastVS, c.lastMembers)
+	if c.Notify != nil && c.Notify.FollowsAddrs() {
+		s.WithoutAddrs()
+	}
 	if err := c.Reader.Scan(ctx, s.Visitor()); err != nil {
 		return nil, err
 	}

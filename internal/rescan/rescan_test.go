@@ -49,7 +49,9 @@ func (k *kernel) Scan(_ context.Context, v dataplane.Visitor) error {
 		}
 	}
 	for a := range k.state.Addrs {
-		v.Addr(a)
+		if v.Addr != nil { // nil: not read
+			v.Addr(a)
+		}
 	}
 	for e := range k.state.Sets {
 		v.Member(e)

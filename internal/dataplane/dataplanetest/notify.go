@@ -65,15 +65,31 @@ func testAnnouncements(t *testing.T, dp dataplane.Dataplane) {
 	wctx, cancel := context.WithCancel(ctx)
 	watching := make(chan struct{})
 	go func() { n.Watch(wctx, a.Report); close(watching) }()
-	defer func() { cancel(); <-watching }()
-
-	// The subscription opens on Watch's goroutine: change until heard.
-	for i := 0; !a.Heard(dataplane.AddrsChanged, 200*time.Millisecond); i++ {
-		if i == 50 {
-			t.Fatal("an address bound was never announced")
+	defer func() {
+		cancel()
+		<-watching
+		if n.FollowsAddrs() {
+			t.Error("Watch ended: FollowsAddrs still true")
 		}
-		must(t, "bind", bindAddr(ctx, dp, vip4b))
-		must(t, "unbind", unbindAddr(ctx, dp, vip4b))
+	}()
+
+	// The subscriptions open on Watch's goroutine; once open, Watch says
+	// it follows the addresses and reports them changed, for what changed
+	// before it heard.
+	for i := 0; !n.FollowsAddrs(); i++ {
+		if i == 100 {
+			t.Fatal("Watch never followed the link's addresses")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !a.Heard(dataplane.AddrsChanged, 5*time.Second) {
+		t.Fatal("subscriptions opened: the addresses not reported changed")
+	}
+	a.Drain()
+	must(t, "bind", bindAddr(ctx, dp, vip4b))
+	must(t, "unbind", unbindAddr(ctx, dp, vip4b))
+	if !a.Heard(dataplane.AddrsChanged, 5*time.Second) {
+		t.Fatal("an address bound while Watch follows the addresses: not announced")
 	}
 	for _, step := range []struct {
 		what string

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -84,6 +85,10 @@ type Dataplane struct {
 
 	// calls serializes and bounds the IPVS, rtnetlink and conntrack calls.
 	calls *calls[*handles]
+
+	// addrsFollowed and routesFollowed count Watch's open subscriptions
+	// to address and to route announcements (FollowsAddrs).
+	addrsFollowed, routesFollowed atomic.Int32
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)

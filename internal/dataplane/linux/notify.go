@@ -45,6 +45,10 @@ func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, err
 // in. Legacy iptables announces nothing: its rules are checked by the
 // periodic rescan alone. The agent's own writes are announced as well; reading
 // them back finds nothing to repair.
+//
+// A subscription to addresses or routes, once open, reports the VIPs
+// changed: what changed before it (or while a broken one was renewed) was
+// not announced.
 func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
 	var wg sync.WaitGroup
 	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followAddrs(ctx, renewed, report) }) })
@@ -53,6 +57,13 @@ func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
 		wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRoutes(ctx, renewed, report) }) })
 	}
 	wg.Wait()
+}
+
+// FollowsAddrs tells whether Watch's subscriptions to every announcement
+// of the link's VIPs are open: addresses and, where VIPs are bound as
+// local routes, routes and links.
+func (d *Dataplane) FollowsAddrs() bool {
+	return d.addrsFollowed.Load() > 0 && (!d.localRoutes || d.routesFollowed.Load() > 0)
 }
 
 // renewing runs follow until ctx ends, again a second after it returns
@@ -69,18 +80,18 @@ func renewing(ctx context.Context, follow func(renewed bool)) {
 }
 
 // followAddrs reports every address announcement about the link until
-// ctx ends or the subscription breaks. A renewed subscription first
-// reports the addresses changed: announcements may have been lost.
-func (d *Dataplane) followAddrs(ctx context.Context, renewed bool, report func(dataplane.Event)) {
+// ctx ends or the subscription breaks. An open subscription first reports
+// the addresses changed: announcements before it were not heard.
+func (d *Dataplane) followAddrs(ctx context.Context, _ bool, report func(dataplane.Event)) {
 	updates, stop, err := subscribeAddrs(ctx, d.log, "address announcements")
 	if err != nil {
 		d.log.Warn("subscribe to address announcements", zap.Error(err))
 		return
 	}
 	defer stop()
-	if renewed {
-		report(dataplane.AddrsChanged)
-	}
+	d.addrsFollowed.Add(1)
+	defer d.addrsFollowed.Add(-1)
+	report(dataplane.AddrsChanged)
 	link := linkIndex{name: d.linkName, known: map[int]bool{}}
 	for {
 		select {
@@ -106,8 +117,8 @@ func (d *Dataplane) followAddrs(ctx context.Context, renewed bool, report func(d
 // until ctx ends or a subscription breaks, as a change of the link's VIPs.
 // The link's deletion takes its routes without a route announcement (the
 // kernel flushes them silently), so it is followed in the link group
-// (RTNLGRP_LINK). A renewed subscription first reports the VIPs changed.
-func (d *Dataplane) followRoutes(ctx context.Context, renewed bool, report func(dataplane.Event)) {
+// (RTNLGRP_LINK). Open subscriptions first report the VIPs changed.
+func (d *Dataplane) followRoutes(ctx context.Context, _ bool, report func(dataplane.Event)) {
 	routes, stopRoutes, err := subscribeRoutes(ctx, d.log)
 	if err != nil {
 		d.log.Warn("subscribe to route announcements", zap.Error(err))
@@ -120,9 +131,9 @@ func (d *Dataplane) followRoutes(ctx context.Context, renewed bool, report func(
 		return
 	}
 	defer stopLinks()
-	if renewed {
-		report(dataplane.AddrsChanged)
-	}
+	d.routesFollowed.Add(1)
+	defer d.routesFollowed.Add(-1)
+	report(dataplane.AddrsChanged)
 	link := linkIndex{name: d.linkName, known: map[int]bool{}}
 	for {
 		select {

@@ -111,6 +111,8 @@ func (s switchable) Watch(ctx context.Context, report func(dataplane.Event)) {
 	s.linux().Watch(ctx, report)
 }
 
+func (s switchable) FollowsAddrs() bool { return s.linux().FollowsAddrs() }
+
 func (s switchable) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, error) {
 	return s.linux().LinkAddrs(ctx)
 }
