@@ -10,7 +10,8 @@
 #
 # Settings (environment): RESYNC_SERVICES (10000), RESYNC_IDLE (60 s),
 # RESYNC_CHANGES (20), RESYNC_REPAIR_LIMIT (900 s: at 10k a read takes seconds, and the
-# checker waits 75 reads' cost after one), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
+# checker waits up to 100 reads' cost after one), RESYNC_VM_MEM (2048 MB; 50,000
+# Services want 4096 or more), KUBE_IPVS_VM_TIMEOUT (3600 s). Not part of make test:
 # at 10,000 Services it takes tens of minutes under emulation.
 set -euo pipefail
 
@@ -37,7 +38,7 @@ for v in RESYNC_SERVICES RESYNC_IDLE RESYNC_CHANGES RESYNC_REPAIR_LIMIT; do
 done
 start=$(date +%s)
 rc=0
-"$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem 2048 "${adds[@]}" "${envs[@]}" \
+"$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIMEOUT:-3600}" --mem "${RESYNC_VM_MEM:-2048}" "${adds[@]}" "${envs[@]}" \
   -- sh /guest.sh || rc=$?
 echo "resync-vm: exit $rc after $(($(date +%s) - start)) s (load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 exit "$rc"
