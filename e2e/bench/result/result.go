@@ -146,7 +146,22 @@ type Tool struct {
 	BurstCPU     float64 `json:"burst_cpu_s"`
 	BurstOps     float64 `json:"burst_ops"` // kube-ipvs: kernel operations for the burst (-1: not known)
 	BurstPollMax float64 `json:"burst_poll_max_s"`
-	PeakRSSMB    float64 `json:"peak_rss_mb"` // VmHWM at the end
+	PeakRSSMB    float64 `json:"peak_rss_mb"` // VmHWM at the end, before the full sync below
+
+	// One full sync at rest, kube-proxy's nftables mode only, its last
+	// step: that mode repairs what someone else changed only by a full
+	// sync once an hour, which no idle window holds, so the sync is
+	// brought forward (its own Node's topology.kubernetes.io/zone label
+	// changed, which makes it do one at once) and measured apart. CPU and
+	// wall time from the label's change until its
+	// kubeproxy_sync_full_proxy_rules_duration_seconds count grew in
+	// every IP family; FullSyncOwn is that histogram's sum over them (its
+	// own duration) and FullSyncs its count. FullSyncSeconds ≤ 0: not
+	// measured (-1, or absent from a result written before).
+	FullSyncCPU     float64 `json:"full_sync_cpu_s"`
+	FullSyncSeconds float64 `json:"full_sync_s"`
+	FullSyncOwn     float64 `json:"full_sync_own_s"`
+	FullSyncs       int     `json:"full_syncs"`
 }
 
 // Histogram is a Prometheus histogram's delta over a window: the count,
@@ -216,6 +231,28 @@ func (t Tool) IdlePerMinute() float64 {
 		return math.NaN()
 	}
 	return t.IdleCPU / t.IdleWindow * 60
+}
+
+// HourPerMinute is the tool's CPU a minute at rest averaged over an hour,
+// its drift repair included. kube-proxy's nftables mode repairs drift by
+// one full sync an hour: the idle window's minute plus that sync's CPU
+// spread over the hour's 60 minutes. The other tools read the whole kernel
+// every DriftPeriod, and their idle window holds at least two of those
+// reads: the window's minute is already the hour's. NaN when not measured:
+// no idle window, nftables mode's full sync missing, or another tool's
+// window shorter than two of its periods.
+func (t Tool) HourPerMinute() float64 {
+	idle := t.IdlePerMinute()
+	if t.Name == KubeProxyNFT {
+		if t.FullSyncSeconds <= 0 {
+			return math.NaN()
+		}
+		return idle + t.FullSyncCPU/60
+	}
+	if t.IdleShort {
+		return math.NaN()
+	}
+	return idle
 }
 
 // Percentile is the nearest-rank percentile (p in 0..100) of xs; NaN if empty.

@@ -48,3 +48,33 @@ func TestCensoredPercentile(t *testing.T) {
 		t.Errorf("nothing measured: got %v, want NaN", v)
 	}
 }
+
+func TestHourPerMinute(t *testing.T) {
+	// 0.5 CPU-s over 60 s: 0.5 a minute in the window alone.
+	at := func(name string) Tool { return Tool{Name: name, IdleCPU: 0.5, IdleWindow: 60, FullSyncSeconds: -1} }
+	nft := at(KubeProxyNFT)
+	nft.FullSyncCPU, nft.FullSyncSeconds = 6, 8
+	short := at(KubeIPVS)
+	short.IdleShort = true
+	noSync := at(KubeProxyNFT)
+	old := at(KubeProxyNFT) // a result from before the full sync was measured
+	old.FullSyncSeconds = 0
+	for _, tc := range []struct {
+		what string
+		t    Tool
+		want float64
+	}{
+		{"nftables mode: one 6 CPU-s full sync an hour adds 0.1 a minute", nft, 0.6},
+		{"kube-ipvs: its window holds its drift reads", at(KubeIPVS), 0.5},
+		{"IPVS mode: likewise", at(KubeProxyIPVS), 0.5},
+		{"a window shorter than two periods", short, math.NaN()},
+		{"nftables mode without its full sync", noSync, math.NaN()},
+		{"nftables mode, a result from before", old, math.NaN()},
+		{"no idle window", Tool{Name: KubeProxyNFT, FullSyncCPU: 6, FullSyncSeconds: 8}, math.NaN()},
+	} {
+		got := tc.t.HourPerMinute()
+		if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", tc.what, got, tc.want)
+		}
+	}
+}
