@@ -16,7 +16,15 @@ const (
 	PathBurst  = "/burst"  // POST ?count=K: K changes written concurrently, Burst back
 	PathResult = "/result" // POST: one result.Tool
 	PathGuest  = "/guest"  // POST: Guest
+	PathZone   = "/zone"   // POST ?zone=Z: the node's zone label set to Z; no Z: removed
 )
+
+// ZoneParam (on PathZone) is the value of the bench node's
+// topology.kubernetes.io/zone label, the one topology label kube-proxy
+// reads: a change of it makes kube-proxy's nftables mode do a full sync.
+// The node is created without it, so a request without it puts the node
+// back as it was.
+const ZoneParam = "zone"
 
 // TriggerParam (on PathChange and PathBurst) is the guest's clock when it
 // asked, RFC 3339: the host stamps it on the EndpointSlices as their

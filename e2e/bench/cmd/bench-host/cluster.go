@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
@@ -88,6 +90,25 @@ func (c *cluster) fill(ctx context.Context, node, nodeIP string) error {
 		c.mu.Unlock()
 		return nil
 	})
+}
+
+// setZone sets the VM's Node's topology.kubernetes.io/zone label to zone,
+// or removes it when zone is "" (the Node is created without it). A merge
+// patch of the labels alone: the Node's addresses stay as they are (a
+// change of them makes kube-proxy exit).
+func (c *cluster) setZone(ctx context.Context, zone string) error {
+	var v any // JSON null: the label removed
+	if zone != "" {
+		v = zone
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{corev1.LabelTopologyZone: v}}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.cs.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label Node %s with zone %q: %w", c.node, zone, err)
+	}
+	return nil
 }
 
 // isLocal: endpoint j of Service i names the VM's node.

@@ -49,6 +49,15 @@ func (c *control) mux(ctx context.Context) *http.ServeMux {
 		fmt.Printf("bench-host: burst of %d written in %.2f s (%d refused)\n", k, b.WriteSeconds, b.Errors)
 		reply(w, b)
 	})
+	m.HandleFunc("POST "+protocol.PathZone, func(w http.ResponseWriter, r *http.Request) {
+		zone := r.URL.Query().Get(protocol.ZoneParam)
+		if err := c.cl.setZone(ctx, zone); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Printf("bench-host: Node %s: zone label %q\n", c.cl.node, zone)
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("POST "+protocol.PathResult, func(w http.ResponseWriter, r *http.Request) {
 		var t result.Tool
 		if err := json.NewDecoder(r.Body).Decode(&t); err != nil {
