@@ -2,8 +2,9 @@
 // runs each tool in turn on a clean kernel against the API server the host
 // filled, and measures, on its own clock, the cold start to the full table,
 // idle CPU, single endpoint changes (asked of the host, seen in the
-// kernel), a concurrent burst, CPU and peak RSS from /proc. Each tool's
-// result goes back to the host (bench-host) as JSON.
+// kernel), a concurrent burst, CPU and peak RSS from /proc, and for
+// kube-proxy's nftables mode one full sync at rest. Each tool's result
+// goes back to the host (bench-host) as JSON.
 package main
 
 import (

@@ -52,7 +52,8 @@ const kubeIPVSMetrics = "http://127.0.0.1:10249/metrics"
 // measure runs one tool through every measurement; t is named so that the
 // deferred stop can still add the tool's last log lines.
 func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.Tool) {
-	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1, ServeSeconds: -1, KubernetesSeconds: -1, SyncSeconds: -1}
+	t = result.Tool{Name: name, OpsPerChange: -1, BurstOps: -1, ServeSeconds: -1, KubernetesSeconds: -1, SyncSeconds: -1,
+		FullSyncCPU: -1, FullSyncSeconds: -1, FullSyncOwn: -1}
 	argv, err := command(name, s.node, s.extra)
 	if err != nil {
 		t.Error = err.Error()
@@ -97,8 +98,14 @@ func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	pid := cmd.Process.Pid
+	zoned := false // the node's zone label changed: put back once the tool has stopped
 	defer func() {
 		stop(cmd, exited)
+		if zoned {
+			if err := setZone(s, ""); err != nil {
+				fmt.Printf("bench-guest: after %s: put its node's zone label back: %v\n", name, err)
+			}
+		}
 		t.Log, t.LogErrors = logSummary(logf.Name(), s.logLines)
 		if err := cleanKernel(); err != nil {
 			fmt.Printf("bench-guest: after %s: %v\n", name, err)
@@ -163,6 +170,21 @@ func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.
 	fmt.Printf("bench-guest: %s: burst of %d converged in %.1f s (writes %.1f s), %.1f CPU-s\n", name, t.BurstCount, t.BurstSeconds, t.BurstWrite, t.BurstCPU)
 	if t.PeakRSSMB, err = peakRSSMB(pid); err != nil {
 		t.Error = err.Error()
+		return t
+	}
+
+	// Last, as it changes the node: nftables mode's hourly full sync.
+	if name != result.KubeProxyNFT {
+		return t
+	}
+	zoned = true
+	if err := fullSync(&t, s, pid, name); err != nil {
+		t.Error = err.Error()
+		return t
+	}
+	if t.FullSyncSeconds > 0 {
+		fmt.Printf("bench-guest: %s: one full sync at rest (its node's zone label changed): %.2f CPU-s, %.1f s wall, its own %.3f s over %d syncs (an IP family each); %.3f CPU-s a minute over an hour with it\n",
+			name, t.FullSyncCPU, t.FullSyncSeconds, t.FullSyncOwn, t.FullSyncs, t.HourPerMinute())
 	}
 	return t
 }
@@ -175,26 +197,39 @@ const (
 
 // settle waits until the tool has gone quiet, or limit after the full table.
 func settle(t *result.Tool, pid int, start time.Time, limit time.Duration) error {
+	at, cpu, ok, err := quiet(pid, limit)
+	if err != nil {
+		return err
+	}
+	t.SettleSeconds, t.SettleCPU = at.Sub(start).Seconds(), cpu
+	if !ok {
+		t.SettleSeconds = -1
+	}
+	return nil
+}
+
+// quiet waits until the tool has gone quiet, at most limit: when its first
+// quiet window began and its CPU then; not quiet (ok false), the CPU at
+// the limit.
+func quiet(pid int, limit time.Duration) (at time.Time, cpu float64, ok bool, err error) {
 	until := time.Now().Add(limit)
 	for time.Now().Before(until) {
 		w0 := time.Now()
 		c0, err := cpuSeconds(pid)
 		if err != nil {
-			return err
+			return w0, 0, false, err
 		}
 		time.Sleep(quietWindow)
 		c1, err := cpuSeconds(pid)
 		if err != nil {
-			return err
+			return w0, 0, false, err
 		}
 		if c1-c0 < quietCPU {
-			t.SettleSeconds, t.SettleCPU = w0.Sub(start).Seconds(), c0
-			return nil
+			return w0, c0, true, nil
 		}
 	}
-	t.SettleSeconds = -1
-	t.SettleCPU, _ = cpuSeconds(pid)
-	return nil
+	cpu, _ = cpuSeconds(pid)
+	return time.Now(), cpu, false, nil
 }
 
 // pending is a change asked for and not seen yet.
