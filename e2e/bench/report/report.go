@@ -78,6 +78,17 @@ func hist(h func(t result.Tool) *result.Histogram, q float64) func(r result.Run,
 	return func(r result.Run, t result.Tool) float64 { return h(t).Quantile(q) }
 }
 
+// fullSyncPart is one part of the full sync at rest (nftables mode), NaN
+// where none was measured.
+func fullSyncPart(f func(t result.Tool) float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 {
+		if t.FullSyncSeconds <= 0 {
+			return math.NaN()
+		}
+		return f(t)
+	}
+}
+
 var (
 	syncRules  = func(t result.Tool) *result.Histogram { return t.SyncRules }
 	netProgram = func(t result.Tool) *result.Histogram { return t.NetProgram }
@@ -94,6 +105,7 @@ const (
 	MMax         = "one change, max"
 	MCPUMinute   = "CPU a minute, one change every 2 s"
 	MIdleMinute  = "idle CPU a minute"
+	MIdleHour    = "CPU a minute at rest, over an hour with drift repair"
 	MNetProgP99  = "its own network programming, p99 ≤"
 	MSyncRuleP99 = "its own rules sync, p99 ≤"
 )
@@ -128,6 +140,10 @@ var metrics = []metric{
 	{"burst: converged", "s", burstSeconds},
 	{"burst: CPU", "CPU-s", func(r result.Run, t result.Tool) float64 { return t.BurstCPU }},
 	{MIdleMinute, "CPU-s", func(r result.Run, t result.Tool) float64 { return t.IdlePerMinute() }},
+	{MIdleHour, "CPU-s", func(r result.Run, t result.Tool) float64 { return t.HourPerMinute() }},
+	{"full sync at rest: CPU", "CPU-s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncCPU })},
+	{"full sync at rest: wall time", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncSeconds })},
+	{"full sync at rest: its own duration", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncOwn })},
 }
 
 // metricNamed is the metric of that name.

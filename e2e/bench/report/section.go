@@ -33,7 +33,7 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 		}
 		counts = append(counts, c)
 	}
-	fmt.Fprintf(&b, "- Load: N Services × %d endpoints (endpoints: %s); %d runs of every tool per boot, the order rotated; a sample of %d Services asked from a pod; changes at one every %.0f s (%s); a burst of %d concurrent changes; idle window at least %.0f s and two periods of whole reads.\n",
+	fmt.Fprintf(&b, "- Load: N Services × %d endpoints (endpoints: %s); %d runs of every tool per boot, the order rotated; a sample of %d Services asked from a pod; changes at one every %.0f s (%s); a burst of %d concurrent changes; idle window at least %.0f s and two periods of whole reads; kube-proxy nftables mode's hourly full sync brought forward once at rest, last (its node's zone label changed), and spread over its hour at rest.\n",
 		first.EndpointsPerSvc, variantsOf(runs), max(first.RunsRequested, 1), first.SampleRequested, first.ChangeSpacing, strings.Join(counts, ", "), first.BurstRequested, first.IdleSeconds)
 	var ns []string
 	for _, r := range runs {
