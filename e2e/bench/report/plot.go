@@ -20,6 +20,7 @@ var (
 	p50       = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 50) }
 	p99       = func(r result.Run, t result.Tool) float64 { return result.Percentile(t.Latencies, 99) }
 	idle      = func(r result.Run, t result.Tool) float64 { return t.IdlePerMinute() }
+	idleHour  = func(r result.Run, t result.Tool) float64 { return t.HourPerMinute() }
 	rss       = func(r result.Run, t result.Tool) float64 { return t.PeakRSSMB }
 )
 
@@ -36,7 +37,7 @@ type series struct {
 	value  func(r result.Run, t result.Tool) float64
 }
 
-// Plot draws change latency, time to serve, idle CPU and peak RSS against
+// Plot draws change latency, time to serve, CPU at rest and peak RSS against
 // N (the medians of the first variant's boots), one line per tool, into a
 // PNG at path.
 func Plot(runs []result.Run, path string) error {
@@ -55,7 +56,8 @@ func Plot(runs []result.Run, path string) error {
 	}{
 		{"one endpoint change: p50 (solid), p99 (dashed)", "seconds (log)", true, []series{{"p50", false, p50}, {"p99", true, p99}}},
 		{"time to serve", "seconds", false, []series{{"", false, serveTime}}},
-		{"idle CPU", "CPU-seconds a minute", false, []series{{"", false, idle}}},
+		{"CPU at rest: idle window (solid), an hour with drift repair (dashed)", "CPU-seconds a minute", false,
+			[]series{{"window", false, idle}, {"hour", true, idleHour}}},
 		{"peak RSS", "MB", false, []series{{"", false, rss}}},
 	}
 	grid := [][]*plot.Plot{make([]*plot.Plot, 2), make([]*plot.Plot, 2)}

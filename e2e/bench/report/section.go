@@ -78,7 +78,7 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 	b.WriteString("\n### Goals\n\n")
 	b.WriteString(GoalsTable(runs))
 	if png != "" {
-		fmt.Fprintf(&b, "\n![change latency, time to serve, idle CPU and peak RSS against N (endpoints %s)](%s)\n", variant(runs[0]), png)
+		fmt.Fprintf(&b, "\n![change latency, time to serve, CPU at rest and peak RSS against N (endpoints %s)](%s)\n", variant(runs[0]), png)
 	}
 	return b.String()
 }
