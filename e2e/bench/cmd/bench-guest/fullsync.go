@@ -19,8 +19,9 @@ const (
 	fullSyncZone  = "bench-full-sync" // the node's zone label while measured
 	fullSyncLimit = 15 * time.Minute  // the wait for the sync after the label's change
 	// fullSyncPoll is how often /metrics is read meanwhile: each read costs
-	// kube-proxy a little CPU, counted as its own.
-	fullSyncPoll = 500 * time.Millisecond
+	// kube-proxy a little CPU, counted as the sync's, so seldom; the wall
+	// time is late by up to one poll (its own duration is exact).
+	fullSyncPoll = time.Second
 )
 
 // fullSync measures one full sync of kube-proxy's nftables mode at rest.
