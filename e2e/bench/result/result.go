@@ -235,8 +235,8 @@ func (t Tool) IdlePerMinute() float64 {
 
 // HourPerMinute is the tool's CPU a minute at rest averaged over an hour,
 // its drift repair included. kube-proxy's nftables mode repairs drift by
-// one full sync an hour: the idle window's minute plus that sync's CPU
-// spread over the hour's 60 minutes. The other tools read the whole kernel
+// one full sync an hour: the idle window's rate over the hour but the
+// sync's wall time, plus that sync's CPU, per minute. The other tools read the whole kernel
 // every DriftPeriod, and their idle window holds at least two of those
 // reads: the window's minute is already the hour's. NaN when not measured:
 // no idle window, nftables mode's full sync missing, or another tool's
@@ -247,7 +247,7 @@ func (t Tool) HourPerMinute() float64 {
 		if t.FullSyncSeconds <= 0 {
 			return math.NaN()
 		}
-		return idle + t.FullSyncCPU/60
+		return idle*(1-t.FullSyncSeconds/3600) + t.FullSyncCPU/60
 	}
 	if t.IdleShort {
 		return math.NaN()
