@@ -170,3 +170,43 @@ func TestAnnouncementsSettle(t *testing.T) {
 		})
 	}
 }
+
+// TestAnnouncedBeforeAScan: an announcement heard before a periodic scan
+// is covered by it when the scan reads the addresses, and still read
+// after it when the scan leaves them to the announcements (the opening
+// report of a subscription comes before the first scan).
+func TestAnnouncedBeforeAScan(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		deaf      bool
+		addrReads int
+	}{
+		{name: "scan leaves the addresses out", addrReads: 1},
+		{name: "scan reads them", deaf: true, addrReads: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cache := observed.New()
+				cache.Load(dataplane.Observation{State: webState(rs1)})
+				m := NewMailbox(cache)
+				k := &announcing{kernel: &kernel{state: webState(rs1), rulesOK: true}, deaf: tc.deaf}
+				_, stop := folder(ctx, m, cache)
+				c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Hour}
+				ran := make(chan struct{})
+				go func() { c.Run(ctx); close(ran) }()
+				synctest.Wait() // Watch is under way
+				k.heard(dataplane.AddrsChanged)
+				m.SyncEnded()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				cancel()
+				<-ran
+				stop()
+				if k.scans != 1 || k.addrReads != tc.addrReads {
+					t.Fatalf("%d scans, %d reads of the addresses; want 1, %d", k.scans, k.addrReads, tc.addrReads)
+				}
+			})
+		})
+	}
+}

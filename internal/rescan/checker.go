@@ -42,6 +42,8 @@ type Checker struct {
 	// lastVS and lastMembers size the next scan as the last found the
 	// kernel.
 	lastVS, lastMembers int
+	// leaveAddrs: the check under way scans without the link's addresses.
+	leaveAddrs bool
 	// spent is what the last check's scan cost (see readOnce and Check).
 	spent time.Duration
 	// partSpent and partEnded are what the last read of announced parts
@@ -138,8 +140,11 @@ func (c *Checker) Run(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		heard.take() // the whole read covers what was announced before it
-		c.Check(ctx)
+		// The read covers what was announced before it, but the VIPs when
+		// it leaves them to the announcements: those stay cued.
+		leave := c.followsAddrs()
+		heard.forget(coveredBy(leave))
+		c.check(ctx, leave)
 		took := c.spent
 		next := c.pause(took)
 		if next > c.Period {
@@ -179,6 +184,13 @@ func (c *Checker) pause(took time.Duration) time.Duration {
 // rest it is never made. While someone keeps changing the kernel, reading
 // costs then up to the whole read's share more.
 func (c *Checker) Check(ctx context.Context) *Read {
+	return c.check(ctx, c.followsAddrs())
+}
+
+// check is Check, its scan leaving the link's addresses out if
+// leaveAddrs.
+func (c *Checker) check(ctx context.Context, leaveAddrs bool) *Read {
+	c.leaveAddrs = leaveAddrs
 	rd, spent := c.readOnce(ctx, c.Scan, true)
 	c.spent = spent
 	if rd == nil || ctx.Err() != nil || !rd.WantWhole {
@@ -263,10 +275,11 @@ func (c *Checker) Whole(ctx context.Context, since observed.Revision) (*Read, er
 
 // Scan reads the kernel into digests, keeping only what the fold needs to
 // take the cache's later writes out of them, and the link's addresses
-// unless Notify follows their announcements (CheckPart reads those).
+// unless the check leaves them to Notify's announcements (CheckPart reads
+// those).
 func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, error) {
 	s := observed.NewScan(since, c.lastVS, c.lastMembers)
-	if c.Notify != nil && c.Notify.FollowsAddrs() {
+	if c.leaveAddrs {
 		s.WithoutAddrs()
 	}
 	if err := c.Reader.Scan(ctx, s.Visitor()); err != nil {
@@ -275,6 +288,19 @@ func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, err
 	rd := s.Read()
 	_, c.lastVS, c.lastMembers = rd.Scanned()
 	return NewRead(rd), nil
+}
+
+// followsAddrs tells whether Notify follows every announcement of the
+// link's addresses now, so that a scan may leave them out.
+func (c *Checker) followsAddrs() bool { return c.Notify != nil && c.Notify.FollowsAddrs() }
+
+// coveredBy is what a check's read covers of the announcements: the rules,
+// and the addresses unless it leaves them out.
+func coveredBy(leaveAddrs bool) dataplane.Event {
+	if leaveAddrs {
+		return dataplane.RulesChanged
+	}
+	return dataplane.RulesChanged | dataplane.AddrsChanged
 }
 
 // cpu is the CPU the process has used so far.

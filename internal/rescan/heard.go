@@ -28,6 +28,13 @@ func (h *heard) add(ev dataplane.Event) {
 	}
 }
 
+// forget forgets what of ev was announced, and keeps the rest.
+func (h *heard) forget(ev dataplane.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ev &^= ev
+}
+
 // take returns what was announced since the last take, and forgets it.
 func (h *heard) take() dataplane.Event {
 	h.mu.Lock()
