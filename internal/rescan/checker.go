@@ -36,7 +36,8 @@ type Checker struct {
 	// Period's reads alone find drift.
 	Notify dataplane.Notifier
 	// CPU is the CPU the process has used so far (nil: processCPU): a
-	// read costs the more of its time and the CPU spent during it.
+	// read costs the more of its time and the CPU spent during it beyond
+	// the process's pace before it (see charge).
 	CPU func() time.Duration
 
 	// lastVS and lastMembers size the next scan as the last found the
@@ -46,6 +47,11 @@ type Checker struct {
 	leaveAddrs bool
 	// spent is what the last check's scan cost (see readOnce and Check).
 	spent time.Duration
+	// paceFrom and paceCPU are when the last read ended (or Run began) and
+	// the process's CPU then: the pace the process kept since is what it
+	// spends besides a read (charge).
+	paceFrom time.Time
+	paceCPU  time.Duration
 	// partSpent and partEnded are what the last read of announced parts
 	// cost and when it ended.
 	partSpent time.Duration
@@ -53,9 +59,8 @@ type Checker struct {
 }
 
 // readShare, repairWait and minReadShare space the reads. After a read
-// that cost t (its time, or the CPU the process spent during it if that is
-// more: the kernel answers in the reader's thread, the runtime collects the
-// garbage on others) the checker waits readShare × t, so that at most
+// that cost t (charge: its time, or the CPU the process spent during it
+// beyond its pace before, if that is more) the checker waits readShare × t, so that at most
 // 1/(readShare+1) of a CPU goes to finding drift. Where that wait would
 // outgrow repairWait, it waits repairWait instead, but never less than
 // minReadShare × t: someone else's change is repaired within about five
@@ -106,6 +111,7 @@ const (
 // announced as well: their read finds what the cache holds, and repairs
 // nothing.
 func (c *Checker) Run(ctx context.Context) {
+	c.markPace()
 	heard := newHeard()
 	if c.Notify != nil {
 		watched := make(chan struct{})
@@ -237,10 +243,11 @@ func (c *Checker) readOnce(ctx context.Context, take func(context.Context, obser
 		rd.RulesMissing = !ok
 	}
 	took, cpu := time.Since(began), c.cpu()-cpuBegan
+	spent := c.charge(began, cpuBegan, took, cpu)
 	c.log().Log(logv.V(logv.Sync), "rescan read the kernel", zap.Bool("whole", err == nil && !isScan(rd) && !rd.Partial()),
 		zap.Bool("partial", err == nil && rd.Partial()), zap.Bool("rules_missing", err == nil && rd.RulesMissing),
-		zap.Duration("table", read), zap.Duration("rules", took-read), zap.Duration("cpu", cpu))
-	spent := max(took, cpu)
+		zap.Duration("table", read), zap.Duration("rules", took-read), zap.Duration("cpu", cpu), zap.Duration("charged", spent))
+	defer c.markPace()
 	if err != nil {
 		m.Abort()
 		if ctx.Err() == nil {
@@ -302,6 +309,25 @@ func coveredBy(leaveAddrs bool) dataplane.Event {
 	}
 	return dataplane.RulesChanged | dataplane.AddrsChanged
 }
+
+// charge is what a read begun at began, when the process had used
+// cpuBegan, cost: its time took, or the CPU the process spent during it
+// (cpu) if that is more, less what the process spends anyway at the pace
+// it kept from the last read (or the start) until this one. The kernel
+// answers in the reader's thread and the runtime collects its garbage on
+// others, so the process's CPU is the read's; but a read right after the
+// start shares the CPU with the start's aftermath, and charging that to the
+// read would hold off the next one by many times what it cost.
+func (c *Checker) charge(began time.Time, cpuBegan, took, cpu time.Duration) time.Duration {
+	var besides time.Duration
+	if since := began.Sub(c.paceFrom); !c.paceFrom.IsZero() && since > 0 {
+		besides = time.Duration(float64(cpuBegan-c.paceCPU) / float64(since) * float64(took))
+	}
+	return max(took, cpu-besides)
+}
+
+// markPace starts measuring the process's pace now.
+func (c *Checker) markPace() { c.paceFrom, c.paceCPU = time.Now(), c.cpu() }
 
 // cpu is the CPU the process has used so far.
 func (c *Checker) cpu() time.Duration {

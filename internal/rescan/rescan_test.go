@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
@@ -230,5 +231,38 @@ func TestSupersededReadIsDone(t *testing.T) {
 	}
 	if m.Take() != nil {
 		t.Fatal("the superseded read is still handed over")
+	}
+}
+
+// TestChargeBeyondPace: a read is charged the CPU the process spent during
+// it beyond the pace it kept before: a read at rest all of it, a read
+// right after a busy start only what it added, and never less than its
+// time.
+func TestChargeBeyondPace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before time.Duration // CPU over the 100 s before the read
+		during time.Duration // CPU during the 10 s read
+		want   time.Duration
+	}{
+		{name: "at rest", before: time.Second, during: 25 * time.Second, want: 24900 * time.Millisecond},
+		{name: "after a busy start", before: 150 * time.Second, during: 25 * time.Second, want: 10 * time.Second},
+		{name: "busy, the read adding more", before: 100 * time.Second, during: 30 * time.Second, want: 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var used time.Duration
+				c := &Checker{CPU: func() time.Duration { return used }}
+				c.markPace()
+				time.Sleep(100 * time.Second)
+				used += tc.before
+				began, cpuBegan := time.Now(), used
+				time.Sleep(10 * time.Second)
+				used += tc.during
+				if got := c.charge(began, cpuBegan, time.Since(began), used-cpuBegan); got != tc.want {
+					t.Fatalf("charged %s, want %s", got, tc.want)
+				}
+			})
+		})
 	}
 }
