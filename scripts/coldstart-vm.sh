@@ -10,8 +10,9 @@
 #   scripts/coldstart-vm.sh [N ...]        (default: 1000 5000)
 #
 # Settings (environment): COLDSTART_PROFILE=1 writes a Go CPU profile and a
-# heap profile (taken as the run ends) per N to bin/coldstart-cpu-N.pprof and
-# bin/coldstart-heap-N.pprof (read with `go tool pprof -top bin/kube-ipvs.coldstart
+# heap profile (taken as the run ends) per start to bin/coldstart-cpu-N.pprof and
+# bin/coldstart-heap-N.pprof, N preceded by the binding when
+# COLDSTART_BINDINGS lists several (read with `go tool pprof -top bin/kube-ipvs.coldstart
 # bin/coldstart-cpu-N.pprof`; -sample_index=alloc_space for what the run allocated); COLDSTART_VIPS=1 also times binding N addresses on
 # a dummy link against N local routes (the two ways to make VIPs local),
 # a thousand at a time, with iproute2's `ip -batch`; COLDSTART_RESYNC=SECS then
@@ -109,6 +110,7 @@ clean() {
   kube-ipvs cleanup --kube-proxy >/dev/null 2>&1
   ipvsadm -C; iproute2-ip link del kube-ipvs0 2>/dev/null
 }
+nbindings=$(echo $COLDSTART_BINDINGS | wc -w)
 for n in $COLDSTART_NS; do
   manifests "$n"
   for binding in $COLDSTART_BINDINGS; do
@@ -118,8 +120,12 @@ for n in $COLDSTART_NS; do
     # start right after the last one's table was cleaned pays for it.
     [ -n "${started:-}" ] && sleep "$COLDSTART_SETTLE"
     started=1
+    # tag names this start's profiles: N, with the binding when the run
+    # has several.
+    tag=$n
+    [ "$nbindings" -gt 1 ] && tag=$binding-$tag
     prof=""
-    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$n.pprof --heap-profile /tmp/heap-$n.pprof"
+    [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-$tag.pprof --heap-profile /tmp/heap-$tag.pprof"
     time -v -o /tmp/time.log kube-ipvs agent --manifests $M --once --hostname-override $NODE --log-level info --log-format json $prof \
       --vip-binding $binding >/tmp/agent.log 2>&1
     rc=$?
@@ -136,12 +142,12 @@ for n in $COLDSTART_NS; do
     rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' /tmp/time.log)
     echo "coldstart: n=$n binding=$binding rc=$rc ops=$ops sync_s=$took wall=$wall user=$user sys=$sys maxrss_kb=$rss vs=$vs reals=$rs addrs=$addrs routes=$routes"
     [ $rc -eq 0 ] || tail -5 /tmp/agent.log
-    [ -n "$prof" ] && emit cpu-$n heap-$n
+    [ -n "$prof" ] && emit cpu-$tag heap-$tag
     # The agent again, on the table it left, for COLDSTART_RESYNC seconds:
     # its first sync and its periodic resyncs read the whole kernel.
     if [ "${COLDSTART_RESYNC:-0}" -gt 0 ]; then
       prof=""
-      [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$n.pprof --heap-profile /tmp/heap-resync-$n.pprof"
+      [ "${COLDSTART_PROFILE:-0}" = 1 ] && prof="--cpu-profile /tmp/cpu-resync-$tag.pprof --heap-profile /tmp/heap-resync-$tag.pprof"
       kube-ipvs agent --manifests $M --hostname-override $NODE --log-level info --log-format json $prof >/tmp/resync.log 2>&1 &
       pid=$!
       sleep "$COLDSTART_RESYNC"
@@ -149,16 +155,16 @@ for n in $COLDSTART_NS; do
       kill -TERM $pid; wait $pid
       grep -o '"full": *true[^}]*"took": *"[^"]*"' /tmp/resync.log | sed "s/^/coldstart: resync n=$n /"
       echo "coldstart: resync n=$n seconds=$COLDSTART_RESYNC cpu_s=$cpu"
-      [ -n "$prof" ] && emit cpu-resync-$n heap-resync-$n
+      [ -n "$prof" ] && emit cpu-resync-$tag heap-resync-$tag
     fi
     # The rescan's read of the table the agent left: first the whole read
     # alone with a CPU profile, then each part.
     if [ "${COLDSTART_SCAN:-0}" = 1 ]; then
       KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$/^scan$' -test.benchtime 3x \
-        -test.cpuprofile /tmp/cpu-scan-$n.pprof | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
+        -test.cpuprofile /tmp/cpu-scan-$tag.pprof | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
       KUBE_IPVS_SCAN_BENCH=1 linux.test -test.run '^$' -test.bench '^BenchmarkScanKernel$' -test.benchtime 3x \
         | grep '^Benchmark' | sed "s/^/coldstart: n=$n /"
-      emit cpu-scan-$n
+      emit cpu-scan-$tag
       for round in 1 2; do
         for t in $COLDSTART_SCAN_REFS this; do
           bin=linux.test-$t; [ $t = this ] && bin=linux.test
@@ -208,12 +214,10 @@ KUBE_IPVS_VM_LOG="$log" "$root/scripts/vm/run.sh" --timeout "${KUBE_IPVS_VM_TIME
   --env "COLDSTART_SCAN_REFS=${COLDSTART_SCAN_REFS:-}" --env "COLDSTART_BINDINGS=${COLDSTART_BINDINGS:-address}" \
   --env "COLDSTART_SETTLE=${COLDSTART_SETTLE:-240}" \
   -- sh /guest.sh | grep -v -e '^coldstart-profile' -e '^[A-Za-z0-9+/=]\{40,\}$' || true
-for n in "${ns[@]}"; do
-  for p in cpu-$n heap-$n cpu-resync-$n heap-resync-$n cpu-scan-$n; do
-    if grep -q "^coldstart-profile-begin $p\$" "$log"; then
-      sed -n "/^coldstart-profile-begin $p\$/,/^coldstart-profile-end $p\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$p.pprof"
-      echo "coldstart-vm: profile $p in bin/coldstart-$p.pprof"
-    fi
-  done
+# Every profile the guest put on the console, by the name it gave it (one
+# name a start: see tag in the guest).
+for p in $(sed -n 's/^coldstart-profile-begin //p' "$log" | sort -u); do
+  sed -n "/^coldstart-profile-begin $p\$/,/^coldstart-profile-end $p\$/p" "$log" | sed '1d;$d' | base64 -d >"$root/bin/coldstart-$p.pprof"
+  echo "coldstart-vm: profile $p in bin/coldstart-$p.pprof"
 done
 grep '^coldstart:' "$log" >"$root/bin/coldstart.txt" || true
