@@ -137,7 +137,8 @@ bench-quick:
 # The cold path alone, without an API server: agent --manifests --once at
 # N = 1k, 5k (COLDSTART_NS to choose) Services × 10 endpoints in the VM,
 # timed; COLDSTART_PROFILE=1 adds Go CPU profiles, COLDSTART_VIPS=1 times
-# VIPs as addresses against local routes. Not part of `test`.
+# VIPs as addresses against local routes, COLDSTART_FAMILIES="ipv4 dual"
+# dual-stack Services against IPv4 ones. Not part of `test`.
 coldstart:
 	scripts/coldstart-vm.sh $(COLDSTART_NS)
 
