@@ -60,15 +60,16 @@ type Checker struct {
 
 // readShare, repairWait and minReadShare space the reads. After a read
 // that cost t (charge: its time, or the CPU the process spent during it
-// beyond its pace before, if that is more) the checker waits readShare × t, so that at most
-// 1/(readShare+1) of a CPU goes to finding drift. Where that wait would
-// outgrow repairWait, it waits repairWait instead, but never less than
-// minReadShare × t: someone else's change is repaired within about five
-// minutes for as long as a read costs under repairWait/minReadShare (12 s;
-// 10,000 Services read in 2-3 s), at up to 1/(minReadShare+1) of a CPU,
-// and a table too large for that (50,000 Services read in about half a
-// minute) is read at that share, within minReadShare+1 reads' time (a
-// quarter of an hour at 50,000). kube-proxy's IPVS mode reads and rewrites
+// beyond its pace before, if that is more) the checker waits readShare ×
+// t, so that at most 1/(readShare+1) of a CPU goes to finding drift. Where
+// that wait would outgrow repairWait, it waits repairWait instead, but
+// never less than minReadShare × t: someone else's change is repaired
+// within about five minutes for as long as a read costs under
+// repairWait/minReadShare (16 s; 10,000 Services read in 2-3 s), at up to
+// 1/(minReadShare+1) of a CPU, and a table too large for that (50,000
+// Services read in about half a minute) is read at that share, within
+// about minReadShare+3 reads' time (the scan, the whole read that repairs,
+// the sync; under a quarter of an hour at 50,000). kube-proxy's IPVS mode reads and rewrites
 // everything every 30 s, its nftables mode rewrites what someone else
 // changed only at its hourly full sync.
 // A read under slowRead costs little however often it comes (a small
@@ -79,7 +80,7 @@ type Checker struct {
 const (
 	readShare     = 100
 	repairWait    = 4 * time.Minute
-	minReadShare  = 20
+	minReadShare  = 15
 	fastReadShare = 20
 	slowRead      = time.Second
 )

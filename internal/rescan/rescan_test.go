@@ -152,8 +152,8 @@ func TestPause(t *testing.T) {
 		{900 * time.Millisecond, 30 * time.Second},
 		{2 * time.Second, 200 * time.Second},    // readShare × t
 		{3 * time.Second, 4 * time.Minute},      // repairWait, not 300 s
-		{30 * time.Second, 600 * time.Second},   // minReadShare × t, not 3,000 s
-		{100 * time.Second, 2000 * time.Second}, // the share holds however slow
+		{30 * time.Second, 450 * time.Second},   // minReadShare × t, not 3,000 s
+		{100 * time.Second, 1500 * time.Second}, // the share holds however slow
 	} {
 		if got := c.pause(tc.took); got != tc.want {
 			t.Errorf("after a read of %s: %s, want %s", tc.took, got, tc.want)
