@@ -143,26 +143,17 @@ func TestAnnouncementsSettle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(context.Background())
-				cache := observed.New()
-				cache.Load(dataplane.Observation{State: webState(rs1)})
-				m := NewMailbox(cache)
 				k := &announcing{kernel: &kernel{state: webState(rs1), rulesOK: true}, cost: tc.cost}
-				_, stop := folder(ctx, m, cache)
-				c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Hour}
-				ran := make(chan struct{})
-				go func() { c.Run(ctx); close(ran) }()
+				m, end := running(k)
 				m.SyncEnded()
 				time.Sleep(time.Second) // the first whole read
 				synctest.Wait()
-				for end := time.Now().Add(tc.lasting); time.Now().Before(end); time.Sleep(tc.every) {
+				for until := time.Now().Add(tc.lasting); time.Now().Before(until); time.Sleep(tc.every) {
 					k.heard(dataplane.AddrsChanged)
 				}
 				time.Sleep(tc.cost + time.Second)
 				synctest.Wait()
-				cancel()
-				<-ran
-				stop()
+				end()
 				if k.addrReads < tc.minRead || k.addrReads > tc.maxRead {
 					t.Fatalf("%d reads of the addresses, want %d to %d", k.addrReads, tc.minRead, tc.maxRead)
 				}
@@ -186,27 +177,37 @@ func TestAnnouncedBeforeAScan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(context.Background())
-				cache := observed.New()
-				cache.Load(dataplane.Observation{State: webState(rs1)})
-				m := NewMailbox(cache)
 				k := &announcing{kernel: &kernel{state: webState(rs1), rulesOK: true}, deaf: tc.deaf}
-				_, stop := folder(ctx, m, cache)
-				c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Hour}
-				ran := make(chan struct{})
-				go func() { c.Run(ctx); close(ran) }()
+				m, end := running(k)
 				synctest.Wait() // Watch is under way
 				k.heard(dataplane.AddrsChanged)
 				m.SyncEnded()
 				time.Sleep(time.Second)
 				synctest.Wait()
-				cancel()
-				<-ran
-				stop()
+				end()
 				if k.scans != 1 || k.addrReads != tc.addrReads {
 					t.Fatalf("%d scans, %d reads of the addresses; want 1, %d", k.scans, k.addrReads, tc.addrReads)
 				}
 			})
 		})
+	}
+}
+
+// running runs a Checker of period an hour on k, over a cache that holds
+// webState(rs1), with the sync loop's folding beside
+// it; end stops both and waits for them.
+func running(k *announcing) (m *Mailbox, end func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := observed.New()
+	cache.Load(dataplane.Observation{State: webState(rs1)})
+	m = NewMailbox(cache)
+	_, stop := folder(ctx, m, cache)
+	c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Hour}
+	ran := make(chan struct{})
+	go func() { c.Run(ctx); close(ran) }()
+	return m, func() {
+		cancel()
+		<-ran
+		stop()
 	}
 }
