@@ -51,10 +51,10 @@ func (d *Dataplane) LinkAddrs(ctx context.Context) (map[netip.Addr]struct{}, err
 // not announced.
 func (d *Dataplane) Watch(ctx context.Context, report func(dataplane.Event)) {
 	var wg sync.WaitGroup
-	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followAddrs(ctx, renewed, report) }) })
+	wg.Go(func() { renewing(ctx, func(bool) { d.followAddrs(ctx, report) }) })
 	wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRules(ctx, renewed, report) }) })
 	if d.localRoutes {
-		wg.Go(func() { renewing(ctx, func(renewed bool) { d.followRoutes(ctx, renewed, report) }) })
+		wg.Go(func() { renewing(ctx, func(bool) { d.followRoutes(ctx, report) }) })
 	}
 	wg.Wait()
 }
@@ -82,7 +82,7 @@ func renewing(ctx context.Context, follow func(renewed bool)) {
 // followAddrs reports every address announcement about the link until
 // ctx ends or the subscription breaks. An open subscription first reports
 // the addresses changed: announcements before it were not heard.
-func (d *Dataplane) followAddrs(ctx context.Context, _ bool, report func(dataplane.Event)) {
+func (d *Dataplane) followAddrs(ctx context.Context, report func(dataplane.Event)) {
 	updates, stop, err := subscribeAddrs(ctx, d.log, "address announcements")
 	if err != nil {
 		d.log.Warn("subscribe to address announcements", zap.Error(err))
@@ -118,7 +118,7 @@ func (d *Dataplane) followAddrs(ctx context.Context, _ bool, report func(datapla
 // The link's deletion takes its routes without a route announcement (the
 // kernel flushes them silently), so it is followed in the link group
 // (RTNLGRP_LINK). Open subscriptions first report the VIPs changed.
-func (d *Dataplane) followRoutes(ctx context.Context, _ bool, report func(dataplane.Event)) {
+func (d *Dataplane) followRoutes(ctx context.Context, report func(dataplane.Event)) {
 	routes, stopRoutes, err := subscribeRoutes(ctx, d.log)
 	if err != nil {
 		d.log.Warn("subscribe to route announcements", zap.Error(err))
