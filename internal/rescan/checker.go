@@ -15,8 +15,8 @@ import (
 // Checker reads the whole kernel once per Period, beside the syncs: every
 // virtual server with its real servers, the link's addresses (unless Notify
 // follows their announcements), the set members, and whether the netfilter
-// rules are in place. So anything
-// changed by someone else is read within one Period and two reads' time
+// rules are in place. So anything changed by someone else is read within
+// one Period and two reads' time
 // (the read under way may have missed it), and repaired by the sync that
 // follows (the sync loop's minimum interval later at most), or one Period
 // and a read later if the agent itself changed the same thing while the
@@ -43,8 +43,6 @@ type Checker struct {
 	// lastVS and lastMembers size the next scan as the last found the
 	// kernel.
 	lastVS, lastMembers int
-	// leaveAddrs: the check under way scans without the link's addresses.
-	leaveAddrs bool
 	// spent is what the last check's scan cost (see readOnce and Check).
 	spent time.Duration
 	// paceFrom and paceCPU are when the last read ended (or Run began) and
@@ -69,9 +67,9 @@ type Checker struct {
 // 1/(minReadShare+1) of a CPU, and a table too large for that (50,000
 // Services read in about half a minute) is read at that share, within
 // about minReadShare+3 reads' time (the scan, the whole read that repairs,
-// the sync; under a quarter of an hour at 50,000). kube-proxy's IPVS mode reads and rewrites
-// everything every 30 s, its nftables mode rewrites what someone else
-// changed only at its hourly full sync.
+// the sync; under a quarter of an hour at 50,000). kube-proxy's IPVS mode
+// reads and rewrites everything every 30 s, its nftables mode rewrites
+// what someone else changed only at its hourly full sync.
 // A read under slowRead costs little however often it comes (a small
 // table, or the rules check's iptables-save on a slow machine): it waits
 // fastReadShare × t, so that a short --ipvs-sync-period still repairs
@@ -197,8 +195,7 @@ func (c *Checker) Check(ctx context.Context) *Read {
 // check is Check, its scan leaving the link's addresses out if
 // leaveAddrs.
 func (c *Checker) check(ctx context.Context, leaveAddrs bool) *Read {
-	c.leaveAddrs = leaveAddrs
-	rd, spent := c.readOnce(ctx, c.Scan, true)
+	rd, spent := c.readOnce(ctx, c.scanner(leaveAddrs), true)
 	c.spent = spent
 	if rd == nil || ctx.Err() != nil || !rd.WantWhole {
 		return rd // (ended before the fold: WantWhole is not to be read)
@@ -282,20 +279,26 @@ func (c *Checker) Whole(ctx context.Context, since observed.Revision) (*Read, er
 }
 
 // Scan reads the kernel into digests, keeping only what the fold needs to
-// take the cache's later writes out of them, and the link's addresses
-// unless the check leaves them to Notify's announcements (CheckPart reads
-// those).
+// take the cache's later writes out of them, and the link's addresses.
 func (c *Checker) Scan(ctx context.Context, since observed.Revision) (*Read, error) {
-	s := observed.NewScan(since, c.lastVS, c.lastMembers)
-	if c.leaveAddrs {
-		s.WithoutAddrs()
+	return c.scanner(false)(ctx, since)
+}
+
+// scanner is Scan, leaving the link's addresses out if leaveAddrs (to
+// Notify's announcements: CheckPart reads those).
+func (c *Checker) scanner(leaveAddrs bool) func(context.Context, observed.Revision) (*Read, error) {
+	return func(ctx context.Context, since observed.Revision) (*Read, error) {
+		s := observed.NewScan(since, c.lastVS, c.lastMembers)
+		if leaveAddrs {
+			s.WithoutAddrs()
+		}
+		if err := c.Reader.Scan(ctx, s.Visitor()); err != nil {
+			return nil, err
+		}
+		rd := s.Read()
+		_, c.lastVS, c.lastMembers = rd.Scanned()
+		return NewRead(rd), nil
 	}
-	if err := c.Reader.Scan(ctx, s.Visitor()); err != nil {
-		return nil, err
-	}
-	rd := s.Read()
-	_, c.lastVS, c.lastMembers = rd.Scanned()
-	return NewRead(rd), nil
 }
 
 // followsAddrs tells whether Notify follows every announcement of the
