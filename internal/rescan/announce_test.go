@@ -67,20 +67,11 @@ func TestCheckPart(t *testing.T) {
 		{name: "both", ev: dataplane.AddrsChanged | dataplane.RulesChanged, kernel: noVIP, addrReads: 1, checks: 1, drift: 1, rulesMissing: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			cache := observed.New()
-			cache.Load(dataplane.Observation{State: webState(rs1)})
-			m := NewMailbox(cache)
-			m.Ensured(shim.Config{})
 			k := &announcing{kernel: &kernel{state: tc.kernel, rulesOK: tc.rulesOK}}
-			drifted, stop := folder(ctx, m, cache)
-			c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Minute}
-			rd := c.CheckPart(ctx, tc.ev)
-			cancel()
-			stop()
-			if k.scans+k.observes != 0 || k.addrReads != tc.addrReads || k.checks != tc.checks || *drifted != tc.drift {
+			rd, drifted, _ := checked(k, k, func(c *Checker, ctx context.Context) *Read { return c.CheckPart(ctx, tc.ev) })
+			if k.scans+k.observes != 0 || k.addrReads != tc.addrReads || k.checks != tc.checks || drifted != tc.drift {
 				t.Fatalf("%d table reads, %d address reads, %d rules checks, %d drifted; want 0, %d, %d, %d",
-					k.scans+k.observes, k.addrReads, k.checks, *drifted, tc.addrReads, tc.checks, tc.drift)
+					k.scans+k.observes, k.addrReads, k.checks, drifted, tc.addrReads, tc.checks, tc.drift)
 			}
 			if rd == nil || rd.RulesMissing != tc.rulesMissing {
 				t.Fatalf("read %v, want one with rules missing %v", rd, tc.rulesMissing)
@@ -106,19 +97,10 @@ func TestScanLeavesAddrsToAnnouncements(t *testing.T) {
 		{name: "not followed", deaf: true, drift: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			cache := observed.New()
-			cache.Load(dataplane.Observation{State: webState(rs1)})
-			m := NewMailbox(cache)
-			m.Ensured(shim.Config{})
 			k := &announcing{kernel: &kernel{state: noVIP, rulesOK: true}, deaf: tc.deaf}
-			drifted, stop := folder(ctx, m, cache)
-			c := &Checker{Mailbox: m, Reader: k, Notify: k, Period: time.Minute}
-			rd := c.Check(ctx)
-			cancel()
-			stop()
-			if rd == nil || k.scans != 1 || *drifted != tc.drift {
-				t.Fatalf("read %v, %d scans, %d drifted; want a read, 1 scan, %d drifted", rd != nil, k.scans, *drifted, tc.drift)
+			rd, drifted, _ := checked(k, k, (*Checker).Check)
+			if rd == nil || k.scans != 1 || drifted != tc.drift {
+				t.Fatalf("read %v, %d scans, %d drifted; want a read, 1 scan, %d drifted", rd != nil, k.scans, drifted, tc.drift)
 			}
 			if read := rd.State.Addrs != nil; read != tc.deaf {
 				t.Fatalf("addresses read by the scan: %v, want %v", read, tc.deaf)

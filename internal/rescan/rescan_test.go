@@ -94,6 +94,23 @@ func folder(ctx context.Context, m *Mailbox, c *observed.Cache) (drifted *int, s
 	return n, func() { <-done }
 }
 
+// checked makes one check, check, with a Checker reading r (n: following
+// its announcements; nil: none) over a cache that holds webState(rs1) and
+// has its rules ensured, the sync loop's folding beside it. It returns the
+// read, how much the fold found drifted, and the cache after it.
+func checked(r dataplane.Reader, n dataplane.Notifier, check func(c *Checker, ctx context.Context) *Read) (*Read, int, *observed.Cache) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := observed.New()
+	cache.Load(dataplane.Observation{State: webState(rs1)})
+	m := NewMailbox(cache)
+	m.Ensured(shim.Config{})
+	drifted, stop := folder(ctx, m, cache)
+	rd := check(&Checker{Mailbox: m, Reader: r, Notify: n, Period: time.Minute}, ctx)
+	cancel()
+	stop()
+	return rd, *drifted, cache
+}
+
 // TestCheck: one check is a scan when the kernel agrees with the cache,
 // and a scan then a whole read, folded, when it does not; a failed read
 // hands nothing over.
@@ -114,19 +131,10 @@ func TestCheck(t *testing.T) {
 		{name: "whole read fails", kernel: webState(), rulesOK: true, failObserve: errors.New("interrupted dump"), scans: 1, observes: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			cache := observed.New()
-			cache.Load(dataplane.Observation{State: webState(rs1)})
-			m := NewMailbox(cache)
-			m.Ensured(shim.Config{})
 			k := &kernel{state: tc.kernel, rulesOK: tc.rulesOK, failScan: tc.failScan, failObserve: tc.failObserve}
-			drifted, stop := folder(ctx, m, cache)
-			c := &Checker{Mailbox: m, Reader: k, Period: time.Minute}
-			rd := c.Check(ctx)
-			cancel()
-			stop()
-			if k.scans != tc.scans || k.observes != tc.observes || *drifted != tc.drift {
-				t.Fatalf("%d scans, %d whole reads, %d drifted; want %d, %d, %d", k.scans, k.observes, *drifted, tc.scans, tc.observes, tc.drift)
+			rd, drifted, cache := checked(k, nil, (*Checker).Check)
+			if k.scans != tc.scans || k.observes != tc.observes || drifted != tc.drift {
+				t.Fatalf("%d scans, %d whole reads, %d drifted; want %d, %d, %d", k.scans, k.observes, drifted, tc.scans, tc.observes, tc.drift)
 			}
 			if (rd != nil) != tc.handed {
 				t.Fatalf("read handed over: %v, want %v", rd != nil, tc.handed)
