@@ -36,6 +36,12 @@
 #   BENCH_COLD_TIMEOUT    a tool not serving by then is recorded as not serving (default 15m)
 #   BENCH_VM_TIMEOUT      one boot's bound, every run of every tool (default 12h)
 #   BENCH_VM_MEM          the guest's RAM in MB (default 2048; 50k Services want 4096)
+#   BENCH_ROLL            sizes of the Services rolled, comma-separated (default 1000,10000; "" for
+#                         none): the IPVS tools' last step, one Service of each size in turn,
+#                         created, every pod replaced 10 at a time at 100 a second
+#                         (slices of 100), the kernel's lag and the CPU per endpoint change
+#                         measured, then deleted
+#   BENCH_ROLL_FOR        how long each rolling update goes on (default 60s)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_KUBE_IPVS_REF   build kube-ipvs from this commit instead of the work tree, the
 #                         harness staying the work tree's: a before/after pair of runs
@@ -64,6 +70,8 @@ tools=${BENCH_TOOLS:-kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs}
 variants=${BENCH_VARIANTS:-none,tenth,all}
 runs=${BENCH_RUNS:-3}
 sample=${BENCH_SAMPLE:-100}
+roll=${BENCH_ROLL-1000,10000}
+roll_for=${BENCH_ROLL_FOR:-60s}
 idle_max=${BENCH_IDLE_MAX:-45m}
 cold_timeout=${BENCH_COLD_TIMEOUT:-15m}
 doc=${BENCH_DOC:-$root/docs/benchmarks.md}
@@ -146,7 +154,7 @@ for variant in "${vlist[@]}"; do
     if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
       --n "$n" --local-every "$every" --runs "$runs" --sample "$sample" --idle-max "$idle_max" --cold-timeout "$cold_timeout" --vm-timeout "${BENCH_VM_TIMEOUT:-12h}" --mem "${BENCH_VM_MEM:-2048}" \
       --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
-      --change-timeout "$change_timeout" --change-budget "$change_budget" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
+      --change-timeout "$change_timeout" --change-budget "$change_budget" --roll "$roll" --roll-for "$roll_for" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
       --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
       --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
       --version-nft "$(nft --version | awk '{print $2}')" | tee "$work/console-$n-$variant.log"; then
@@ -226,6 +234,14 @@ start, with one run per tool, a 60 s idle window and changes paced by when each 
   host's clock to the sync's end on the guest's).
 - **burst**: that many changes (distinct Services) written concurrently by the host;
   time from the request to the kernel showing all of them.
+- **rolling update** (the IPVS tools' last step; BENCH_ROLL): a Service of each size, in
+  slices of 100 with one pod in ten on the node, is created and, once every endpoint is
+  live in the kernel, rolled for BENCH_ROLL_FOR: every 100 ms the host replaces the 10
+  pods that turned terminating the step before by 10 new ready ones and turns the next
+  10 terminating (30 endpoint changes, the touched slices written at once). A step's lag
+  is from the guest's request until the Service's destinations show all of it (new pods
+  above weight 0, terminating and removed ones at 0 or gone); CPU per endpoint change
+  is over exactly the steps' period. The Service is deleted after.
 - **kernel operations per change** (kube-ipvs only): the change series' delta of
   `kube_ipvs_operations_total`, divided by the changes.
 - **goals**: a table per variant, judged on its largest N's medians: goal, measure,

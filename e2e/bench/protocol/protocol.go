@@ -17,6 +17,12 @@ const (
 	PathResult = "/result" // POST: one result.Tool
 	PathGuest  = "/guest"  // POST: Guest
 	PathZone   = "/zone"   // POST ?zone=Z: the node's zone label set to Z; no Z: removed
+	// PathRoll: POST ?size=S creates a Service of S endpoints to roll,
+	// Roll back; DELETE ?name=NAME deletes it and its slices.
+	PathRoll = "/roll"
+	// PathRollStep: POST ?name=NAME moves its rolling update on by one
+	// batch, RollStep back once every write is acknowledged.
+	PathRollStep = "/roll/step"
 )
 
 // ZoneParam (on PathZone) is the value of the bench node's
@@ -89,10 +95,56 @@ var (
 	vipBase   = netip.MustParseAddr("10.96.1.0")  // in the API server's 10.96.0.0/16, clear of 10.96.0.1
 	epBase    = netip.MustParseAddr("10.128.0.0") // initial endpoints: 16 per Service
 	freshBase = netip.MustParseAddr("10.64.0.0")  // endpoints changes bring in
+	// The rolled Services: their VIPs above the N Services', their pods
+	// apart from every other endpoint.
+	rollVIPBase = netip.MustParseAddr("10.96.255.240")
+	rollPodBase = netip.MustParseAddr("10.32.0.0")
 )
 
-// MaxServices the address plan holds (the Service CIDR is a /16).
-const MaxServices = 65535 - 256 - 1
+// MaxServices the address plan holds (the Service CIDR is a /16, its
+// last 16 addresses kept for the rolled Services).
+const MaxServices = 65535 - 256 - 1 - 16
+
+// Roll is a Service created to be rolled: Size endpoints in slices of
+// RollSliceSize, every pod replaced in turn, RollBatch at a time.
+type Roll struct {
+	Name string `json:"name"`
+	VIP  string `json:"vip"`
+	Size int    `json:"size"`
+}
+
+// RollStep is one batch of a rolling update, as the kernel should now
+// show it: Add are new ready pods (weight above 0), Terminating are pods
+// that turned terminating (no new connections: weight 0 or gone),
+// Removed are the pods that turned terminating the step before and have
+// now left their slices (weight 0 or gone).
+type RollStep struct {
+	Add          []string `json:"add"`
+	Terminating  []string `json:"terminating"`
+	Removed      []string `json:"removed"`
+	WriteSeconds float64  `json:"write_s"` // first slice write sent to the last acknowledged
+}
+
+// EndpointChanges is how many endpoints the step changed.
+func (s RollStep) EndpointChanges() int { return len(s.Add) + len(s.Terminating) + len(s.Removed) }
+
+// A rolling update as the EndpointSlice controller and a Deployment make
+// one: slices of 100 endpoints, pods replaced in batches of 10.
+const (
+	RollSliceSize = 100
+	RollBatch     = 10
+	MaxRolls      = 15
+)
+
+// RollName of rolled Service k.
+func RollName(k int) string { return fmt.Sprintf("bench-roll-%02d", k) }
+
+// RollVIP of rolled Service k (< MaxRolls): the top of the /16, clear of
+// the N Services.
+func RollVIP(k int) netip.Addr { return add(rollVIPBase, uint32(k)) }
+
+// RollPod is the k-th pod address of the rolled Services (10.32.0.0/11).
+func RollPod(k int) netip.Addr { return add(rollPodBase, uint32(k+1)) }
 
 // VIP of Service i.
 func VIP(i int) netip.Addr { return add(vipBase, uint32(i)) }

@@ -51,6 +51,8 @@ var Goals = []Goal{
 	{"CPU a minute at one change every 2 s no higher than kube-proxy nftables", MCPUMinute, result.KubeProxyNFT, NoHigher, 0},
 	{"peak RSS no higher than kube-proxy IPVS", MPeakRSS, result.KubeProxyIPVS, NoHigher, 0},
 	{"peak RSS no higher than kube-proxy nftables", MPeakRSS, result.KubeProxyNFT, NoHigher, 0},
+	{"rolling update of the largest Service (100 pods a second): the kernel lags by ≤ 2 s at p99", MRollP99, "", AtMost, 2},
+	{"rolling update: the CPU per endpoint change does not grow with the Service (largest ÷ smallest ≤ 1.5)", MRollGrowth, "", AtMost, 1.5},
 }
 
 // threshold renders the goal's threshold.

@@ -108,6 +108,8 @@ const (
 	MIdleHour    = "CPU a minute at rest, over an hour with drift repair"
 	MNetProgP99  = "its own network programming, p99 ≤"
 	MSyncRuleP99 = "its own rules sync, p99 ≤"
+	MRollP99     = "rolling update, largest Service: lag p99"
+	MRollGrowth  = "rolling update: CPU per endpoint change, largest ÷ smallest Service"
 )
 
 var metrics = []metric{
@@ -144,6 +146,66 @@ var metrics = []metric{
 	{"full sync at rest: CPU", "CPU-s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncCPU })},
 	{"full sync at rest: wall time", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncSeconds })},
 	{"full sync at rest: its own duration", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncOwn })},
+	{MRollP99, "s", rollLargest(func(r result.Run, ro result.Roll) float64 {
+		v, _ := result.CensoredPercentile(ro.Lags, ro.Timeouts, r.ChangeTimeout, 99)
+		return v
+	})},
+	{"rolling update, largest Service: lag max", "s", rollLargest(func(_ result.Run, ro result.Roll) float64 { return result.Max(ro.Lags) })},
+	{"rolling update, largest Service: steps not seen", "", rollLargest(func(_ result.Run, ro result.Roll) float64 { return float64(ro.Timeouts) })},
+	{"rolling update, largest Service: CPU per endpoint change", "CPU-ms", rollLargest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
+	{"rolling update, smallest Service: CPU per endpoint change", "CPU-ms", rollSmallest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
+	{MRollGrowth, "×", rollGrowth},
+}
+
+// rollLargest is f of the tool's rolling update of the largest Service,
+// NaN when it made none or that Service never went live.
+func rollLargest(f func(result.Run, result.Roll) float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 {
+		ro, ok := rollOf(t, true)
+		if !ok {
+			return math.NaN()
+		}
+		return f(r, ro)
+	}
+}
+
+// rollSmallest is rollLargest's twin for the smallest Service rolled.
+func rollSmallest(f func(result.Run, result.Roll) float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 {
+		ro, ok := rollOf(t, false)
+		if !ok {
+			return math.NaN()
+		}
+		return f(r, ro)
+	}
+}
+
+// rollOf is the tool's rolling update of its largest (or smallest)
+// Service that went live.
+func rollOf(t result.Tool, largest bool) (result.Roll, bool) {
+	var best result.Roll
+	ok := false
+	for _, ro := range t.Rolls {
+		if ro.ServeSeconds < 0 || ro.Steps == 0 {
+			continue
+		}
+		if !ok || largest && ro.Size > best.Size || !largest && ro.Size < best.Size {
+			best, ok = ro, true
+		}
+	}
+	return best, ok
+}
+
+// rollGrowth is how much more CPU an endpoint change cost in the largest
+// Service rolled than in the smallest: 1 when a change costs what it
+// changes, whatever the Service holds. NaN with fewer than two sizes.
+func rollGrowth(r result.Run, t result.Tool) float64 {
+	big, ok1 := rollOf(t, true)
+	small, ok2 := rollOf(t, false)
+	if !ok1 || !ok2 || big.Size == small.Size || small.CPUPerChange() <= 0 {
+		return math.NaN()
+	}
+	return big.CPUPerChange() / small.CPUPerChange()
 }
 
 // metricNamed is the metric of that name.
@@ -215,6 +277,8 @@ func Table(runs []result.Run) string {
 				name = fmt.Sprintf("changes measured (of %d asked)", r.ChangesRequested)
 			case name == "… the sample answering from a pod":
 				name = fmt.Sprintf("… the sample (%d Services) answering from a pod", r.SampleRequested)
+			case strings.HasPrefix(name, "rolling update"):
+				name = fmt.Sprintf("%s (%s endpoints)", name, rollSizesText(r.RollSizes))
 			}
 			vals := map[string]float64{}
 			cells := []string{}
@@ -224,7 +288,7 @@ func Table(runs []result.Run) string {
 				cells = append(cells, statCell(st, m.unit, r, tool, m.name))
 			}
 			r1, r2 := ratio(vals[result.KubeProxyIPVS], vals[result.KubeIPVS]), ratio(vals[result.KubeProxyNFT], vals[result.KubeIPVS])
-			if m.unit == "" {
+			if m.unit == "" || m.unit == "×" {
 				r1, r2 = "", ""
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", shortN(r.N), variant(r), name, strings.Join(cells, " | "), r1, r2)
@@ -339,6 +403,18 @@ func ratio(other, ki float64) string {
 		return "∞"
 	}
 	return num(other/ki) + "×"
+}
+
+// rollSizesText lists the rolled Services' sizes, "none" when none was.
+func rollSizesText(sizes []int) string {
+	if len(sizes) == 0 {
+		return "none rolled"
+	}
+	parts := make([]string, len(sizes))
+	for i, n := range sizes {
+		parts[i] = shortN(n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func shortN(n int) string {

@@ -249,3 +249,60 @@ func TestGoalsServeBound(t *testing.T) {
 		t.Errorf("a bound too short met the goal:\n%s", g)
 	}
 }
+
+const (
+	rollLagGoal    = "rolling update of the largest Service (100 pods a second): the kernel lags by ≤ 2 s at p99"
+	rollGrowthGoal = "rolling update: the CPU per endpoint change does not grow with the Service (largest ÷ smallest ≤ 1.5)"
+)
+
+// rolled gives every run of kube-ipvs two rolling updates: 1,000 endpoints
+// at cpuSmall CPU-s and 10,000 at cpuBig, 300 steps of 30 changes each,
+// the large one's steps seen after lag seconds (timeouts of them never).
+func rolled(r result.Run, cpuSmall, cpuBig, lag float64, timeouts int) result.Run {
+	r.RollSizes = []int{1000, 10000}
+	return withTool(r, result.KubeIPVS, func(t *result.Tool) {
+		var lags []float64
+		for range 300 - timeouts {
+			lags = append(lags, lag)
+		}
+		t.Rolls = []result.Roll{
+			{Size: 1000, ServeSeconds: 1, Steps: 300, EndpointChanges: 9000, Lags: []float64{0.1}, CPU: cpuSmall, Wall: 30},
+			{Size: 10000, ServeSeconds: 5, Steps: 300, EndpointChanges: 9000, Lags: lags, Timeouts: timeouts, CPU: cpuBig, Wall: 30},
+		}
+	})
+}
+
+// The rolling update's goals: the large Service's lag at p99, steps never
+// seen counting as the timeout, and the CPU per endpoint change of the
+// large Service against the small one's; without rolls both are missed.
+func TestGoalsRoll(t *testing.T) {
+	for _, tc := range []struct {
+		what        string
+		r           result.Run
+		lag, growth string
+	}{
+		{"flat and quick", rolled(boot(10000), 9, 12, 0.3, 0), "met", "met"},
+		{"growing", rolled(boot(10000), 9, 90, 0.3, 0), "met", "missed"},
+		{"slow", rolled(boot(10000), 9, 9, 2.5, 0), "missed", "met"},
+		// 4 of 300 never seen: p99 ranks on a timeout (60 s).
+		{"steps lost", rolled(boot(10000), 9, 9, 0.3, 4), "missed", "met"},
+		{"not rolled", boot(10000), "missed", "missed"},
+	} {
+		if got := verdict(t, tc.r, rollLagGoal); got != tc.lag {
+			t.Errorf("%s: lag goal %s, want %s\n%s", tc.what, got, tc.lag, GoalsTable([]result.Run{tc.r}))
+		}
+		if got := verdict(t, tc.r, rollGrowthGoal); got != tc.growth {
+			t.Errorf("%s: growth goal %s, want %s\n%s", tc.what, got, tc.growth, GoalsTable([]result.Run{tc.r}))
+		}
+	}
+	tab := Table([]result.Run{rolled(boot(10000), 9, 12, 0.3, 0)})
+	for _, want := range []string{
+		// 12 CPU-s over 9,000 changes: 1.33 ms each; against 1.00 ms: 1.33×.
+		"| rolling update, largest Service: CPU per endpoint change (1k, 10k endpoints) | — | — | 1.33 CPU-ms |",
+		"| rolling update: CPU per endpoint change, largest ÷ smallest Service (1k, 10k endpoints) | — | — | 1.33 × |  |  |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+}

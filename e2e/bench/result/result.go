@@ -29,26 +29,28 @@ type Run struct {
 	N                int       `json:"n"`
 	EndpointsPerSvc  int       `json:"endpoints_per_service"`
 	Started          time.Time `json:"started"`
-	WallSeconds      float64   `json:"wall_seconds"`      // host: fill + boot + every tool
-	FillSeconds      float64   `json:"fill_seconds"`      // host: Services and EndpointSlices written
-	Machine          Machine   `json:"machine"`           // the host
-	Versions         Versions  `json:"versions"`          // host and guest
-	ChangesRequested int       `json:"changes_requested"` // per tool
-	ChangeSpacing    float64   `json:"change_spacing_s"`  // start to start
-	BurstRequested   int       `json:"burst_requested"`   // changes in the burst
-	IdleSeconds      float64   `json:"idle_window_s"`     // the idle window
-	ChangeBudget     float64   `json:"change_budget_s"`   // a tool's change series stops after this (0: none)
-	ChangeTimeout    float64   `json:"change_timeout_s"`  // a change not seen by then is a timeout (0: not recorded)
-	ColdTimeout      float64   `json:"cold_timeout_s"`    // a tool not serving by then is recorded as not serving (0: not recorded)
-	Variant          string    `json:"variant"`           // where the endpoints are
-	LocalEvery       int       `json:"local_every"`       // one endpoint in this many names the node (0: none)
-	RunsRequested    int       `json:"runs_requested"`    // runs of every tool
-	SampleRequested  int       `json:"sample_requested"`  // Services asked from a pod before serving counts
-	Tools            []Tool    `json:"tools"`             // in the order measured, every run
-	Notes            []string  `json:"notes,omitempty"`   // anything that went wrong around the tools
-	GuestKernel      string    `json:"guest_kernel"`      // uname -r in the VM
-	GuestCPUs        int       `json:"guest_cpus"`        // in the VM
-	GuestMemMB       int       `json:"guest_mem_mb"`      // in the VM
+	WallSeconds      float64   `json:"wall_seconds"`         // host: fill + boot + every tool
+	FillSeconds      float64   `json:"fill_seconds"`         // host: Services and EndpointSlices written
+	Machine          Machine   `json:"machine"`              // the host
+	Versions         Versions  `json:"versions"`             // host and guest
+	ChangesRequested int       `json:"changes_requested"`    // per tool
+	ChangeSpacing    float64   `json:"change_spacing_s"`     // start to start
+	BurstRequested   int       `json:"burst_requested"`      // changes in the burst
+	IdleSeconds      float64   `json:"idle_window_s"`        // the idle window
+	ChangeBudget     float64   `json:"change_budget_s"`      // a tool's change series stops after this (0: none)
+	ChangeTimeout    float64   `json:"change_timeout_s"`     // a change not seen by then is a timeout (0: not recorded)
+	ColdTimeout      float64   `json:"cold_timeout_s"`       // a tool not serving by then is recorded as not serving (0: not recorded)
+	Variant          string    `json:"variant"`              // where the endpoints are
+	LocalEvery       int       `json:"local_every"`          // one endpoint in this many names the node (0: none)
+	RunsRequested    int       `json:"runs_requested"`       // runs of every tool
+	SampleRequested  int       `json:"sample_requested"`     // Services asked from a pod before serving counts
+	RollSizes        []int     `json:"roll_sizes,omitempty"` // the rolled Services' endpoints, each rolled in turn
+	RollFor          float64   `json:"roll_for_s,omitempty"` // how long each rolling update went on
+	Tools            []Tool    `json:"tools"`                // in the order measured, every run
+	Notes            []string  `json:"notes,omitempty"`      // anything that went wrong around the tools
+	GuestKernel      string    `json:"guest_kernel"`         // uname -r in the VM
+	GuestCPUs        int       `json:"guest_cpus"`           // in the VM
+	GuestMemMB       int       `json:"guest_mem_mb"`         // in the VM
 }
 
 // Machine is the host the VM ran on.
@@ -162,6 +164,39 @@ type Tool struct {
 	FullSyncSeconds float64 `json:"full_sync_s"`
 	FullSyncOwn     float64 `json:"full_sync_own_s"`
 	FullSyncs       int     `json:"full_syncs"`
+
+	// Rolling updates of one large Service, the IPVS tools' last step:
+	// one per size asked for, in that order.
+	Rolls []Roll `json:"rolls,omitempty"`
+}
+
+// Roll is one rolling update of a Service of Size endpoints (slices of
+// 100): pods replaced 10 at a time every 100 ms, each step asked of the
+// host at a fixed rate whether or not the ones before were seen. A step's
+// lag is from when the guest asked for it until the kernel showed all of
+// it (its new pods at a weight above 0, its terminating and removed ones
+// at 0 or gone); one not seen within the run's change timeout counts in
+// Timeouts instead. CPU is the tool's over exactly the steps' period.
+type Roll struct {
+	Size            int       `json:"size"`
+	ServeSeconds    float64   `json:"serve_s"` // created until every endpoint is live in the kernel; -1: not within the timeout
+	Steps           int       `json:"steps"`
+	EndpointChanges int       `json:"endpoint_changes"` // over every step
+	Lags            []float64 `json:"lags_s"`
+	Timeouts        int       `json:"timeouts"`
+	CPU             float64   `json:"cpu_s"`
+	Wall            float64   `json:"wall_s"`
+	WriteMax        float64   `json:"write_max_s"` // the host's slowest step (every slice write acknowledged)
+	PollMs          float64   `json:"poll_ms"`     // median time of one read of the Service's real servers
+}
+
+// CPUPerChange is the roll's CPU per endpoint change, in seconds (NaN if
+// not measured).
+func (r Roll) CPUPerChange() float64 {
+	if r.EndpointChanges == 0 || r.Wall <= 0 {
+		return math.NaN()
+	}
+	return r.CPU / float64(r.EndpointChanges)
 }
 
 // Histogram is a Prometheus histogram's delta over a window: the count,

@@ -38,9 +38,11 @@ type settings struct {
 	changeTimeout, coldTimeout, burstLimit time.Duration
 	changeBudget, settleLimit              time.Duration // 0 budget: no limit
 	node                                   string
-	extra                                  []string // BENCH_EXTRA_FLAGS: for looking into a tool, not for measuring
-	logLines                               int      // of each tool's log, kept and printed
-	godebug                                string   // BENCH_GODEBUG: the tools' GODEBUG (gctrace=1 logs every collection), likewise
+	extra                                  []string      // BENCH_EXTRA_FLAGS: for looking into a tool, not for measuring
+	logLines                               int           // of each tool's log, kept and printed
+	godebug                                string        // BENCH_GODEBUG: the tools' GODEBUG (gctrace=1 logs every collection), likewise
+	rollSizes                              []int         // BENCH_ROLL: the rolled Services' sizes, in order
+	rollFor                                time.Duration // each rolling update's length
 }
 
 func main() {
@@ -89,6 +91,16 @@ func load() (settings, error) {
 	s.spacing, s.idle = dur("BENCH_SPACING"), dur("BENCH_IDLE")
 	s.changeTimeout, s.coldTimeout, s.burstLimit = dur("BENCH_CHANGE_TIMEOUT"), dur("BENCH_COLD_TIMEOUT"), dur("BENCH_BURST_TIMEOUT")
 	s.changeBudget, s.settleLimit = dur("BENCH_CHANGE_BUDGET"), dur("BENCH_SETTLE_LIMIT")
+	for _, f := range strings.FieldsFunc(os.Getenv("BENCH_ROLL"), func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("BENCH_ROLL: %v", err))
+		}
+		s.rollSizes = append(s.rollSizes, n)
+	}
+	if len(s.rollSizes) > 0 {
+		s.rollFor = dur("BENCH_ROLL_FOR")
+	}
 	if len(errs) > 0 {
 		return s, fmt.Errorf("settings from bench-host: %s", strings.Join(errs, "; "))
 	}

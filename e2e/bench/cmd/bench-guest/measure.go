@@ -173,6 +173,15 @@ func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.
 		return t
 	}
 
+	// Then, for the IPVS tools, a large Service's rolling updates (after
+	// the peak RSS, which their Services would raise).
+	if o, ok := obs.(*ipvsObserver); ok && len(s.rollSizes) > 0 {
+		if err := rolls(&t, s, o, pid, name); err != nil {
+			t.Error = err.Error()
+			return t
+		}
+	}
+
 	// Last, as it changes the node: nftables mode's hourly full sync.
 	if name != result.KubeProxyNFT {
 		return t

@@ -17,6 +17,7 @@ import (
 // the results it reports.
 type control struct {
 	cl   *cluster
+	roll *rolls
 	mu   sync.Mutex // guards rec
 	rec  *result.Run
 	save func(*result.Run) error // after each tool: a run cut short keeps what it measured
@@ -57,6 +58,35 @@ func (c *control) mux(ctx context.Context) *http.ServeMux {
 		}
 		fmt.Printf("bench-host: Node %s: zone label %q\n", c.cl.node, zone)
 		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST "+protocol.PathRoll, func(w http.ResponseWriter, r *http.Request) {
+		size, err := strconv.Atoi(r.URL.Query().Get("size"))
+		if err != nil || size < 2*protocol.RollBatch {
+			http.Error(w, fmt.Sprintf("size: want at least %d", 2*protocol.RollBatch), http.StatusBadRequest)
+			return
+		}
+		ro, err := c.roll.create(ctx, size)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Printf("bench-host: %s created with %d endpoints\n", ro.Name, ro.Size)
+		reply(w, ro)
+	})
+	m.HandleFunc("DELETE "+protocol.PathRoll, func(w http.ResponseWriter, r *http.Request) {
+		if err := c.roll.remove(ctx, r.URL.Query().Get("name")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST "+protocol.PathRollStep, func(w http.ResponseWriter, r *http.Request) {
+		st, err := c.roll.step(ctx, r.URL.Query().Get("name"), trigger(r))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		reply(w, st)
 	})
 	m.HandleFunc("POST "+protocol.PathResult, func(w http.ResponseWriter, r *http.Request) {
 		var t result.Tool

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/result"
 )
 
@@ -44,7 +46,8 @@ type options struct {
 	changeTimeout, coldTimeout          time.Duration
 	burstTimeout, vmTimeout             time.Duration
 	changeBudget, settleLimit           time.Duration
-	tools, out, root, binDir            string
+	rollFor                             time.Duration
+	roll, tools, out, root, binDir      string
 	adds                                multiFlag
 	versions                            result.Versions
 }
@@ -64,6 +67,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs of every tool in this boot, the order alternating")
 	flag.IntVar(&o.sample, "sample", 100, "Services asked through their ClusterIP from a pod before a tool counts as serving")
 	flag.DurationVar(&o.idleMax, "idle-max", 45*time.Minute, "the idle window's bound when two drift periods are longer")
+	flag.StringVar(&o.roll, "roll", "", "sizes of the Services rolled, one after the other, comma-separated (\"\": none)")
+	flag.DurationVar(&o.rollFor, "roll-for", time.Minute, "how long each rolling update goes on, at 100 pods a second")
 	flag.IntVar(&o.burst, "burst", 1000, "changes in the concurrent burst (at most N)")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle CPU window")
 	flag.DurationVar(&o.changeTimeout, "change-timeout", 60*time.Second, "a single change not seen by then counts as a timeout")
@@ -106,6 +111,13 @@ func run(o options) error {
 		ChangeTimeout: o.changeTimeout.Seconds(), ColdTimeout: o.coldTimeout.Seconds(), LocalEvery: o.localEvery, Variant: variantName(o.localEvery),
 		RunsRequested: o.runs, SampleRequested: o.sample,
 	}
+	sizes, err := rollSizes(o.roll)
+	if err != nil {
+		return err
+	}
+	if len(sizes) > 0 {
+		rec.RollSizes, rec.RollFor = sizes, o.rollFor.Seconds()
+	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
 	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
 	if kubeconfig == "" || apiPort == "" {
@@ -136,7 +148,7 @@ func run(o options) error {
 		return err
 	}
 
-	ctl := &control{cl: cl, rec: &rec, save: func(r *result.Run) error { return save(r, o.out, start) }}
+	ctl := &control{cl: cl, roll: newRolls(cs, nodeName), rec: &rec, save: func(r *result.Run) error { return save(r, o.out, start) }}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the guest: %w", err)
@@ -160,6 +172,20 @@ func run(o options) error {
 		return fmt.Errorf("the guest reported no tool")
 	}
 	return nil
+}
+
+// rollSizes parses --roll: endpoint counts, each at least two batches
+// (a step turns one batch terminating while the one before leaves).
+func rollSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2*protocol.RollBatch {
+			return nil, fmt.Errorf("--roll %q: %q is not a size of at least %d endpoints", s, f, 2*protocol.RollBatch)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // save writes the run so far (the wall time up to now) as JSON.
@@ -232,6 +258,8 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_RUNS":           fmt.Sprint(o.runs),
 		"BENCH_SAMPLE":         fmt.Sprint(o.sample),
 		"BENCH_IDLE_MAX":       o.idleMax.String(),
+		"BENCH_ROLL":           o.roll,
+		"BENCH_ROLL_FOR":       o.rollFor.String(),
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 		"BENCH_LOG_LINES":      os.Getenv("BENCH_LOG_LINES"),
 		"BENCH_GODEBUG":        os.Getenv("BENCH_GODEBUG"),
