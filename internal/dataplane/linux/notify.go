@@ -4,7 +4,9 @@ package linux
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,13 +181,27 @@ func subscribeLinks(ctx context.Context, log *zap.Logger) (<-chan netlink.LinkUp
 }
 
 // warnWhileRunning logs a subscription's receive errors as what, but the
-// one closing it at shutdown makes.
+// one closing it at shutdown makes. An overflow is news, not trouble:
+// every follower subscribes again and reads afresh what it follows, and a
+// large start (tens of thousands of VIPs bound at once) overflows any
+// buffer of a reasonable size.
 func warnWhileRunning(ctx context.Context, log *zap.Logger, what string) func(error) {
 	return func(err error) {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case overflowed(err):
+			log.Info(what+" came faster than they were read: subscribing again and reading afresh", zap.Error(err))
+		default:
 			log.Warn(what, zap.Error(err))
 		}
 	}
+}
+
+// overflowed tells whether a subscription broke because its socket's
+// receive buffer overflowed (ENOBUFS). The netlink library hands the
+// errno over as text.
+func overflowed(err error) bool {
+	return errors.Is(err, unix.ENOBUFS) || strings.Contains(err.Error(), unix.ENOBUFS.Error())
 }
 
 // stopping is the stop of a subscription whose receiver ends when done
