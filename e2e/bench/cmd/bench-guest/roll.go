@@ -88,10 +88,11 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 	var wait []pendingStep
 	var polls []float64
 	cpuTaken := false
+	end := series.Add(time.Duration(want) * rollInterval)
 	for {
 		now := time.Now()
 		issuing := r.Steps < want
-		if !issuing && !cpuTaken {
+		if !issuing && !cpuTaken && !now.Before(end) {
 			c1, err := cpuSeconds(pid)
 			if err != nil {
 				return err
@@ -110,7 +111,7 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 			r.WriteMax = max(r.WriteMax, st.WriteSeconds)
 			continue // catch up on the schedule before reading
 		}
-		if !issuing && len(wait) == 0 {
+		if !issuing && cpuTaken && len(wait) == 0 {
 			break
 		}
 		if len(wait) > 0 {
@@ -123,8 +124,12 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 			polls = append(polls, at.Sub(r0).Seconds()*1000)
 			wait = seenSteps(r, wait, reals, at, s.changeTimeout)
 		}
-		if d := time.Until(series.Add(time.Duration(r.Steps) * rollInterval)); issuing && d > 0 {
+		// Until the next step is due, or, all asked, the steps' period
+		// ends; after it, the reads are spaced as the single changes' are.
+		if d := time.Until(series.Add(time.Duration(r.Steps) * rollInterval)); d > 0 {
 			time.Sleep(min(d, 20*time.Millisecond))
+		} else if !issuing {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	sort.Float64s(polls)
