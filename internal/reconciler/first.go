@@ -40,7 +40,7 @@ func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time
 	r.node, r.nodePortAddrs = nodeStatus(node), translate.NodePortAddrs(node, cfg)
 	scope := plan.NewScope()
 	var served []model.ServiceName
-	for i, t := range translateAll(r.opt.Store, names, node, cfg) {
+	for i, t := range translateAll(r.opt.Store, names, node, cfg, r.memos) {
 		if t.svc == nil || t.res.Err != nil {
 			continue // absent, or failing: the whole plan says why
 		}

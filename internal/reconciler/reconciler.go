@@ -95,6 +95,7 @@ type Reconciler struct {
 	cold         bool // the last full sync read an empty kernel
 
 	desired desiredSet
+	memos   endpointMemos
 	drains  map[dataplane.RealRef]time.Time
 	metrics syncMetrics
 	// failing are the Services whose operations failed, retried with
@@ -164,6 +165,7 @@ func New(opt Options) *Reconciler {
 		obs:     cache,
 		log:     opt.Log.Named("reconciler"),
 		desired: newDesiredSet(),
+		memos:   endpointMemos{},
 		drains:  map[dataplane.RealRef]time.Time{},
 		failing: map[model.ServiceName]*failure{},
 		strays:  map[strayKey]*failure{},

@@ -269,7 +269,7 @@ func (r *Reconciler) retranslate(st *Status, node *corev1.Node) (plan.Scope, map
 	}
 	names = slices.Compact(slices.SortedFunc(slices.Values(names), model.ServiceName.Compare))
 	tried := make(map[model.ServiceName]struct{}, len(names))
-	translated := translateAll(r.opt.Store, names, node, cfg)
+	translated := translateAll(r.opt.Store, names, node, cfg, r.memos)
 	r.desired.reserve(translated)
 	for i, name := range names {
 		tried[name] = struct{}{}
@@ -319,16 +319,44 @@ const parallelFrom = 256
 // and nothing else), so many are spread over the CPUs but one
 // (workers.Each). The objects are taken from the store first, one by one:
 // workers contending for its lock cost more than the lookups.
-func translateAll(store *objects.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config) []translation {
+// Each Service of several slices reads them through its memo (memos; nil:
+// none), taken here too, so that each worker has its own.
+func translateAll(store *objects.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config, memos endpointMemos) []translation {
 	out := make([]translation, len(names))
 	epSlices := make([][]*discoveryv1.EndpointSlice, len(names))
+	memo := make([]*translate.EndpointMemo, len(names))
 	for i, name := range names {
 		out[i].svc, epSlices[i] = store.Service(name)
+		memo[i] = memos.of(name, out[i].svc, epSlices[i])
 	}
 	workers.Each(len(names), parallelFrom, func(i int) {
-		out[i].res = translate.Service(out[i].svc, epSlices[i], node, cfg)
+		out[i].res = translate.ServiceWith(out[i].svc, epSlices[i], node, cfg, memo[i])
 	})
 	return out
+}
+
+// endpointMemos are the memos of the Services of several EndpointSlices
+// (translate.EndpointMemo): a change to one slice of a large Service reads
+// that slice, not all of them. A Service of one slice has none: its change
+// replaces everything the memo would hold, which would only cost memory.
+type endpointMemos map[model.ServiceName]*translate.EndpointMemo
+
+// of returns the memo a Service's translation reads through, making or
+// dropping it as the Service's slices call for (nil: none).
+func (m endpointMemos) of(name model.ServiceName, svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice) *translate.EndpointMemo {
+	if m == nil {
+		return nil
+	}
+	if svc == nil || len(epSlices) < 2 {
+		delete(m, name)
+		return nil
+	}
+	memo, ok := m[name]
+	if !ok {
+		memo = &translate.EndpointMemo{}
+		m[name] = memo
+	}
+	return memo
 }
 
 // warn logs a Service's problem and reports it as an Event when possible:

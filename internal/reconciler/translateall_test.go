@@ -15,7 +15,8 @@ import (
 // TestTranslateAllIsInOrder: translating many Services on several CPUs
 // gives each name its own Service's translation, in the order of names,
 // the same as translating them one by one; names without a Service get
-// the empty translation.
+// the empty translation. The Services of two slices read through their
+// memos, one per Service, with the same result.
 func TestTranslateAllIsInOrder(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	r := newRig(t)
@@ -24,11 +25,20 @@ func TestTranslateAllIsInOrder(t *testing.T) {
 		name := fmt.Sprintf("s%d", i)
 		r.store.SetService(service(name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), corev1.ProtocolTCP, 80))
 		r.store.SetSlice(slice(name, corev1.ProtocolTCP, 8080, ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1))))
+		if i%3 == 0 {
+			s := slice(name, corev1.ProtocolTCP, 8080, ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1)))
+			s.Name += "-2"
+			r.store.SetSlice(s)
+		}
 		names = append(names, model.ServiceName{Namespace: "default", Name: name})
 	}
 	names = append(names, model.ServiceName{Namespace: "default", Name: "gone"})
 	node, cfg := r.rec.opt.Store.Node(), r.rec.translateConfig()
-	got := translateAll(r.store, names, node, cfg)
+	memos := endpointMemos{}
+	got := translateAll(r.store, names, node, cfg, memos)
+	if len(memos) != parallelFrom*4/3+1 {
+		t.Fatalf("%d memos for %d Services of two slices", len(memos), parallelFrom*4/3+1)
+	}
 	if len(got) != len(names) {
 		t.Fatalf("%d translations for %d names", len(got), len(names))
 	}

@@ -159,6 +159,12 @@ type NoLocal struct {
 // Service translates one Service (svc nil = deleted -> empty Result) with its
 // EndpointSlices and this node's Node (may be nil).
 func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *corev1.Node, cfg Config) Result {
+	return ServiceWith(svc, epSlices, node, cfg, nil)
+}
+
+// ServiceWith is Service reading the endpoints through the Service's memo
+// (nil: read every slice), with the same result.
+func ServiceWith(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *corev1.Node, cfg Config, memo *EndpointMemo) Result {
 	if svc == nil {
 		return Result{}
 	}
@@ -181,7 +187,7 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 		cfg:       cfg,
 		opts:      opts,
 		sources:   sources,
-		endpoints: collectEndpoints(epSlices, cfg),
+		endpoints: endpointsFor(epSlices, cfg, memo),
 		nodePorts: NodePortAddrs(node, cfg),
 		zone:      nodeZone(node),
 		services:  map[model.VSKey]*model.Service{},
@@ -210,6 +216,14 @@ func Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, node *c
 		}
 	}
 	return res
+}
+
+// endpointsFor collects the endpoints, through memo when there is one.
+func endpointsFor(epSlices []*discoveryv1.EndpointSlice, cfg Config, memo *EndpointMemo) endpointIndex {
+	if memo == nil {
+		return collectEndpoints(epSlices, cfg)
+	}
+	return memo.collect(epSlices, cfg)
 }
 
 // skipReason says why a Service is deliberately not proxied, or "".
