@@ -102,3 +102,55 @@ func (r Reals) Clone() Reals { return Reals{list: slices.Clone(r.list)} }
 
 // Equal compares address by address.
 func (r Reals) Equal(o Reals) bool { return slices.Equal(r.list, o.list) }
+
+// Merge applies real-server operations (AddReal and UpdateReal set a real
+// server, DeleteReal removes one) in one pass over the list: each is found
+// by a binary search, the real servers between them move in one copy, and
+// the new ones are merged in from the end. Applied one by one, each insert
+// or delete would shift the rest of the list. The operations must be in
+// increasing order of address, each address once (a plan's, for one
+// virtual server); the result is theirs applied in turn.
+func (r *Reals) Merge(ops []Op) {
+	var added []RealServer
+	list, kept, from := r.list, 0, 0
+	// keep moves list[from:to] to the end of the kept ones.
+	keep := func(to int) {
+		if kept != from {
+			copy(list[kept:], list[from:to])
+		}
+		kept, from = kept+to-from, to
+	}
+	for _, op := range ops {
+		i, held := slices.BinarySearchFunc(list[from:], op.RS.Addr, func(rs RealServer, a netip.AddrPort) int { return rs.Addr.Compare(a) })
+		i += from
+		switch {
+		case !held && op.Kind != DeleteReal:
+			added = append(added, op.RS)
+		case held && op.Kind == DeleteReal:
+			keep(i)
+			from = i + 1
+		case held:
+			list[i] = op.RS
+		}
+	}
+	keep(len(list))
+	clear(list[kept:])
+	r.list = insertSorted(list[:kept], added)
+}
+
+// insertSorted merges added (sorted, none of their addresses in list) into
+// list from its end, each block of list moved once.
+func insertSorted(list, added []RealServer) []RealServer {
+	if len(added) == 0 {
+		return list
+	}
+	end := len(list)
+	list = slices.Grow(list, len(added))[:end+len(added)]
+	for k := len(added) - 1; k >= 0; k-- {
+		j, _ := slices.BinarySearchFunc(list[:end], added[k].Addr, func(rs RealServer, a netip.AddrPort) int { return rs.Addr.Compare(a) })
+		copy(list[j+k+1:], list[j:end])
+		list[j+k] = added[k]
+		end = j
+	}
+	return list
+}

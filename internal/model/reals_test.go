@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -61,5 +62,45 @@ func TestRealsCloneIsIndependent(t *testing.T) {
 	}
 	if a.Equal(b) || !a.Equal(a.Clone()) {
 		t.Fatal("Equal must compare every real server")
+	}
+}
+
+// TestRealsMergeEqualsOneByOne: merging a sorted run of operations leaves
+// the list that Set and Delete one by one leave, over random lists and
+// runs (adds before, between and after the list, deletes of held and
+// absent real servers, weight changes).
+func TestRealsMergeEqualsOneByOne(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	addr := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 80)
+	}
+	for round := range 2000 {
+		space := 1 + rnd.IntN(60)
+		var list []RealServer
+		for i := range space {
+			if rnd.IntN(2) == 0 {
+				list = append(list, RealServer{Addr: addr(i), Weight: 1})
+			}
+		}
+		var ops []Op
+		for i := range space {
+			if rnd.IntN(3) != 0 {
+				continue
+			}
+			kind := []OpKind{AddReal, UpdateReal, DeleteReal}[rnd.IntN(3)]
+			ops = append(ops, Op{Kind: kind, RS: RealServer{Addr: addr(i), Weight: rnd.IntN(3)}})
+		}
+		want, got := RealsOf(slices.Clone(list)), RealsOf(slices.Clone(list))
+		for _, op := range ops {
+			if op.Kind == DeleteReal {
+				want.Delete(op.RS.Addr)
+			} else {
+				want.Set(op.RS)
+			}
+		}
+		got.Merge(ops)
+		if !got.Equal(want) {
+			t.Fatalf("round %d: merged %v, one by one %v (ops %v)", round, got.All(), want.All(), ops)
+		}
 	}
 }

@@ -211,6 +211,64 @@ func (c *Cache) Apply(op model.Op, want *model.Service) {
 	}
 }
 
+// ApplyAll folds operations the kernel accepted, in order, as Apply would
+// one by one; want gives the desired virtual server of a key (nil: none).
+// A run of real-server operations on one virtual server in increasing
+// order of address (a plan's) changes its list in one pass
+// (model.Reals.Merge): one by one, each would shift the list, a cost of
+// the virtual server's size per real server added or removed.
+func (c *Cache) ApplyAll(ops []model.Op, want func(model.VSKey) *model.Service) {
+	for len(ops) > 0 {
+		n := realRun(ops)
+		if n < 2 {
+			c.Apply(ops[0], want(ops[0].VS.Key))
+			ops = ops[1:]
+			continue
+		}
+		c.applyReals(ops[:n], want(ops[0].VS.Key))
+		ops = ops[n:]
+	}
+}
+
+// realRun is how many of the first operations are real-server operations
+// on one virtual server with increasing addresses.
+func realRun(ops []model.Op) int {
+	n := 0
+	for n < len(ops) && onReal(ops[n].Kind) && ops[n].VS.Key == ops[0].VS.Key &&
+		(n == 0 || ops[n-1].RS.Addr.Compare(ops[n].RS.Addr) < 0) {
+		n++
+	}
+	return n
+}
+
+func onReal(k model.OpKind) bool {
+	return k == model.AddReal || k == model.UpdateReal || k == model.DeleteReal
+}
+
+// applyReals is Apply for a run of realRun: the bookkeeping of each
+// operation is Apply's (its addresses being distinct, each sees the real
+// server it changes as it was), and the list changes once at the end.
+func (c *Cache) applyReals(run []model.Op, want *model.Service) {
+	k := run[0].VS.Key
+	for _, op := range run {
+		if c.revs.write(op, c.state.Services[k], true) {
+			delete(c.owned, k)
+		}
+		c.own(op)
+		c.sumTable(op)
+		if op.Kind == model.AddReal {
+			c.sizeReals(k, want)
+		}
+		c.forgetConns(op)
+	}
+	svc, ok := c.state.Services[k]
+	if !ok {
+		return
+	}
+	svc.Reals.Merge(run)
+	c.shareIfDone(k, want)
+}
+
 // Tried records an operation that failed: the kernel may or may not have
 // made it, so a read begun before it is not trusted on its key either.
 func (c *Cache) Tried(op model.Op) {

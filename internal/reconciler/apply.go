@@ -106,6 +106,9 @@ type applier struct {
 	withheld map[plan.Dep]bool
 	// now is the sync's time, against which retries are due.
 	now time.Time
+	// applied are the operations applied and not yet folded into the
+	// observed cache (fold).
+	applied []model.Op
 }
 
 func newApplier(r *Reconciler, now time.Time) *applier {
@@ -127,8 +130,21 @@ func (a *applier) send(ctx context.Context, batch []model.Op) int {
 		}
 		a.record(ctx, op, errs[i])
 	}
+	a.fold()
 	a.r.metrics.m.Ops(batch[0].Kind.String(), len(batch)-notTried-failed, failed)
 	return notTried
+}
+
+// fold folds the operations applied since the last fold into the observed
+// cache, at once (observed.Cache.ApplyAll): a batch's real servers of one
+// virtual server change its list in one pass.
+func (a *applier) fold() {
+	if len(a.applied) == 0 {
+		return
+	}
+	want := a.r.desired.state.Services
+	a.r.obs.ApplyAll(a.applied, func(k model.VSKey) *model.Service { return want[k] })
+	a.applied = a.applied[:0]
 }
 
 // record notes one applied operation in the observed cache, and what its
@@ -137,6 +153,7 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	r := a.r
 	a.out.attempted++
 	if e != nil {
+		a.fold() // what failed is handled on a cache holding what came before
 		name, owned := r.serviceOf(op)
 		a.out.fail(op, e, name, owned)
 		r.log.Log(logv.V(logv.Problem), "operation failed", zap.String("op", op.Command(r.opt.LocalRoutes)), zap.Error(e))
@@ -153,8 +170,11 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	if op.Kind == model.DeleteService {
 		delete(r.made, op.VS.Key)
 	}
+	if op.Kind == model.DeleteService {
+		a.fold() // its real servers are noted from the cache
+	}
 	a.out.removed.note(op, r.obs)
-	r.obs.Apply(op, r.desired.state.Services[op.VS.Key])
+	a.applied = append(a.applied, op)
 }
 
 // applyOp sends one operation to the dataplane.
