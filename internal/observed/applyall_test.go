@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -81,5 +82,27 @@ func TestApplyAllEqualsApply(t *testing.T) {
 				t.Fatalf("round %d: a virtual server handed out was changed in place", round)
 			}
 		}
+	}
+}
+
+// TestConnsOfHeldRealServersOnly: a read of a virtual server's counters is
+// taken over whole, but only the real servers the cache holds are
+// answered for, and a real server added after the read has none known.
+func TestConnsOfHeldRealServersOnly(t *testing.T) {
+	c := New()
+	for _, op := range []model.Op{addVS(web), addRS(web, rs1)} {
+		c.Apply(op, nil)
+	}
+	c.NoteConns(web, map[netip.AddrPort]model.Conns{rs1.Addr: {Active: 1}, rs2.Addr: {Active: 2}})
+	ref1, ref2 := dataplane.RealRef{VS: web, RS: rs1.Addr}, dataplane.RealRef{VS: web, RS: rs2.Addr}
+	if n, ok := c.Conn(ref1); !ok || n.Active != 1 {
+		t.Fatalf("held real server's counters %v, %v", n, ok)
+	}
+	if _, ok := c.Conn(ref2); ok || len(c.Conns()) != 1 {
+		t.Fatalf("counters of a real server not held are answered: %v", c.Conns())
+	}
+	c.Apply(addRS(web, rs2), nil)
+	if _, ok := c.Conn(ref2); ok {
+		t.Fatal("a real server added after the read has its counters")
 	}
 }

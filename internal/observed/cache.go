@@ -113,7 +113,9 @@ func (c *Cache) Conns() map[dataplane.RealRef]model.Conns {
 	out := map[dataplane.RealRef]model.Conns{}
 	for k, m := range c.conns {
 		for rs, n := range m {
-			out[dataplane.RealRef{VS: k, RS: rs}] = n
+			if ref := (dataplane.RealRef{VS: k, RS: rs}); c.holds(ref) {
+				out[ref] = n
+			}
 		}
 	}
 	return out
@@ -122,7 +124,16 @@ func (c *Cache) Conns() map[dataplane.RealRef]model.Conns {
 // Conn is one real server's connection counters, if known.
 func (c *Cache) Conn(ref dataplane.RealRef) (model.Conns, bool) {
 	n, ok := c.conns[ref.VS][ref.RS]
-	return n, ok
+	if !ok || !c.holds(ref) {
+		return model.Conns{}, false
+	}
+	return n, true
+}
+
+// holds tells whether the cache holds the real server ref.
+func (c *Cache) holds(ref dataplane.RealRef) bool {
+	svc, ok := c.state.Services[ref.VS]
+	return ok && svc.Reals.Has(ref.RS)
 }
 
 func (c *Cache) setConn(ref dataplane.RealRef, n model.Conns) {
@@ -142,45 +153,22 @@ func (c *Cache) forgetConn(ref dataplane.RealRef) {
 	}
 }
 
-// NoteConns records counters read for virtual server k, for the real
-// servers the cache holds only: their removal forgets them. It takes
-// conns over: the caller must not use it after.
+// NoteConns records counters read for virtual server k, a read of all its
+// real servers, taken over as it is: the caller must not use it after.
+// The kernel may hold real servers the cache does not (someone else's);
+// their counters are kept but never answered (Conn and Conns answer for
+// the real servers held), so a read is not checked against the cache
+// real server by real server. The next read of k replaces it whole, so
+// what it holds is bounded by what the kernel held.
 func (c *Cache) NoteConns(k model.VSKey, conns map[netip.AddrPort]model.Conns) {
-	have, ok := c.state.Services[k]
-	if !ok {
+	if _, ok := c.state.Services[k]; !ok {
 		return
 	}
-	// A read of the whole virtual server names exactly the real servers
-	// held (the counters held are of those only): then it replaces their
-	// counters as it is, without a write per real server.
-	if len(conns) == have.Reals.Len() && coversAll(conns, have.Reals) {
-		if len(conns) == 0 {
-			delete(c.conns, k)
-		} else {
-			c.conns[k] = conns
-		}
+	if len(conns) == 0 {
+		delete(c.conns, k)
 		return
 	}
-	// Otherwise (the kernel holds other real servers than the cache) the
-	// counters of the real servers held are written one by one.
-	for _, rs := range have.Reals.All() {
-		n, ok := conns[rs.Addr]
-		if !ok {
-			continue
-		}
-		c.setConn(dataplane.RealRef{VS: k, RS: rs.Addr}, n)
-	}
-}
-
-// coversAll tells whether conns has counters for every real server of
-// reals.
-func coversAll(conns map[netip.AddrPort]model.Conns, reals model.Reals) bool {
-	for _, rs := range reals.All() {
-		if _, ok := conns[rs.Addr]; !ok {
-			return false
-		}
-	}
-	return true
+	c.conns[k] = conns
 }
 
 // Apply folds one operation the kernel accepted into the cache: the
@@ -370,24 +358,17 @@ func (c *Cache) sumTable(op model.Op) {
 }
 
 // forgetConns drops the counters of the real servers an operation removes
-// from the kernel: a real server deleted, or every one of a virtual server
-// deleted or replaced whole. Otherwise every endpoint a rollout replaced
+// from the kernel or adds to it: a real server deleted or added, or every
+// one of a virtual server deleted or replaced whole. Otherwise every endpoint a rollout replaced
 // would keep an entry until a full sync, which a healthy agent never runs.
 func (c *Cache) forgetConns(op model.Op) {
 	k := op.VS.Key
 	switch op.Kind {
-	case model.DeleteReal:
+	case model.DeleteReal, model.AddReal:
+		// A counter read before an add was not this real server's.
 		c.forgetConn(dataplane.RealRef{VS: k, RS: op.RS.Addr})
 	case model.AddService, model.DeleteService:
-		if svc, ok := c.state.Services[k]; ok {
-			c.forgetReals(k, svc)
-		}
-	}
-}
-
-func (c *Cache) forgetReals(k model.VSKey, svc *model.Service) {
-	for _, rs := range svc.Reals.All() {
-		c.forgetConn(dataplane.RealRef{VS: k, RS: rs.Addr})
+		delete(c.conns, k)
 	}
 }
 

@@ -341,7 +341,7 @@ func (c *Cache) adoptValue(k model.VSKey, have *model.Service, conns map[datapla
 	delete(c.owned, k)
 	if inCache {
 		c.table.countService(cached, -1)
-		c.forgetReals(k, cached)
+		delete(c.conns, k)
 	}
 	if !inKernel {
 		delete(c.state.Services, k)
