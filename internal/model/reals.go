@@ -111,7 +111,8 @@ func (r Reals) Equal(o Reals) bool { return slices.Equal(r.list, o.list) }
 // increasing order of address, each address once (a plan's, for one
 // virtual server); the result is theirs applied in turn.
 func (r *Reals) Merge(ops []Op) {
-	var added []RealServer
+	var room [16]RealServer // a plan's run is a few real servers: no allocation
+	added := room[:0]
 	list, kept, from := r.list, 0, 0
 	// keep moves list[from:to] to the end of the kept ones.
 	keep := func(to int) {

@@ -65,7 +65,7 @@ func TestApplyAllEqualsApply(t *testing.T) {
 		for _, op := range ops {
 			one.Apply(op, nil)
 		}
-		all.ApplyAll(ops, func(model.VSKey) *model.Service { return nil })
+		all.ApplyAll(ops, nil)
 		if !reflect.DeepEqual(one.State(), all.State()) {
 			t.Fatalf("round %d: states differ after %v", round, ops)
 		}

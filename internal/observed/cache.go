@@ -200,20 +200,20 @@ func (c *Cache) Apply(op model.Op, want *model.Service) {
 }
 
 // ApplyAll folds operations the kernel accepted, in order, as Apply would
-// one by one; want gives the desired virtual server of a key (nil: none).
+// one by one; want holds the desired virtual servers (nil: none).
 // A run of real-server operations on one virtual server in increasing
 // order of address (a plan's) changes its list in one pass
 // (model.Reals.Merge): one by one, each would shift the list, a cost of
 // the virtual server's size per real server added or removed.
-func (c *Cache) ApplyAll(ops []model.Op, want func(model.VSKey) *model.Service) {
+func (c *Cache) ApplyAll(ops []model.Op, want map[model.VSKey]*model.Service) {
 	for len(ops) > 0 {
 		n := realRun(ops)
 		if n < 2 {
-			c.Apply(ops[0], want(ops[0].VS.Key))
+			c.Apply(ops[0], want[ops[0].VS.Key])
 			ops = ops[1:]
 			continue
 		}
-		c.applyReals(ops[:n], want(ops[0].VS.Key))
+		c.applyReals(ops[:n], want[ops[0].VS.Key])
 		ops = ops[n:]
 	}
 }

@@ -142,8 +142,7 @@ func (a *applier) fold() {
 	if len(a.applied) == 0 {
 		return
 	}
-	want := a.r.desired.state.Services
-	a.r.obs.ApplyAll(a.applied, func(k model.VSKey) *model.Service { return want[k] })
+	a.r.obs.ApplyAll(a.applied, a.r.desired.state.Services)
 	a.applied = a.applied[:0]
 }
 
