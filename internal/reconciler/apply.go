@@ -168,8 +168,6 @@ func (a *applier) record(ctx context.Context, op model.Op, e error) {
 	}
 	if op.Kind == model.DeleteService {
 		delete(r.made, op.VS.Key)
-	}
-	if op.Kind == model.DeleteService {
 		a.fold() // its real servers are noted from the cache
 	}
 	a.out.removed.note(op, r.obs)
