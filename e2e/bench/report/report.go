@@ -154,7 +154,8 @@ var metrics = []metric{
 	{"rolling update, largest Service: steps not seen", "", rollLargest(func(_ result.Run, ro result.Roll) float64 { return float64(ro.Timeouts) })},
 	{"rolling update, largest Service: CPU per endpoint change", "CPU-ms", rollLargest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
 	{"rolling update, smallest Service: CPU per endpoint change", "CPU-ms", rollSmallest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
-	{MRollGrowth, "×", rollGrowth},
+	{MRollGrowth, "×", rollGrowth(result.Roll.CPUPerChange)},
+	{"rolling update: user CPU per endpoint change (the kernel's left out), largest ÷ smallest Service", "×", rollGrowth(result.Roll.UserPerChange)},
 }
 
 // rollLargest is f of the tool's rolling update of the largest Service,
@@ -196,16 +197,19 @@ func rollOf(t result.Tool, largest bool) (result.Roll, bool) {
 	return best, ok
 }
 
-// rollGrowth is how much more CPU an endpoint change cost in the largest
-// Service rolled than in the smallest: 1 when a change costs what it
-// changes, whatever the Service holds. NaN with fewer than two sizes.
-func rollGrowth(r result.Run, t result.Tool) float64 {
-	big, ok1 := rollOf(t, true)
-	small, ok2 := rollOf(t, false)
-	if !ok1 || !ok2 || big.Size == small.Size || small.CPUPerChange() <= 0 {
-		return math.NaN()
+// rollGrowth is how much more an endpoint change cost, by perChange, in
+// the largest Service rolled than in the smallest: 1 when a change costs
+// what it changes, whatever the Service holds. NaN with fewer than two
+// sizes.
+func rollGrowth(perChange func(result.Roll) float64) func(r result.Run, t result.Tool) float64 {
+	return func(r result.Run, t result.Tool) float64 {
+		big, ok1 := rollOf(t, true)
+		small, ok2 := rollOf(t, false)
+		if !ok1 || !ok2 || big.Size == small.Size || perChange(small) <= 0 {
+			return math.NaN()
+		}
+		return perChange(big) / perChange(small)
 	}
-	return big.CPUPerChange() / small.CPUPerChange()
 }
 
 // metricNamed is the metric of that name.

@@ -185,9 +185,14 @@ type Roll struct {
 	Lags            []float64 `json:"lags_s"`
 	Timeouts        int       `json:"timeouts"`
 	CPU             float64   `json:"cpu_s"`
-	Wall            float64   `json:"wall_s"`
-	WriteMax        float64   `json:"write_max_s"` // the host's slowest step (every slice write acknowledged)
-	PollMs          float64   `json:"poll_ms"`     // median time of one read of the Service's real servers
+	// System is the part of CPU spent in the kernel on the tool's behalf:
+	// for the IPVS tools mostly IPVS itself, which finds a virtual
+	// server's real server by walking its list on every add, change and
+	// delete, and lists them all for every read of its counters.
+	System   float64 `json:"system_cpu_s"`
+	Wall     float64 `json:"wall_s"`
+	WriteMax float64 `json:"write_max_s"` // the host's slowest step (every slice write acknowledged)
+	PollMs   float64 `json:"poll_ms"`     // median time of one read of the Service's real servers
 }
 
 // CPUPerChange is the roll's CPU per endpoint change, in seconds (NaN if
@@ -197,6 +202,12 @@ func (r Roll) CPUPerChange() float64 {
 		return math.NaN()
 	}
 	return r.CPU / float64(r.EndpointChanges)
+}
+
+// UserPerChange is CPUPerChange without the system time: the tool's own
+// work per endpoint change.
+func (r Roll) UserPerChange() float64 {
+	return r.CPUPerChange() - r.System/float64(max(r.EndpointChanges, 1))
 }
 
 // Histogram is a Prometheus histogram's delta over a window: the count,

@@ -14,14 +14,14 @@ import (
 func TestParseStatCPU(t *testing.T) {
 	// A name with spaces and parentheses; utime 150, stime 50, cutime 30, cstime 20 ticks.
 	stat := "123 (kube proxy (x)) S 1 123 123 0 -1 4194560 100 0 0 0 150 50 30 20 20 0 12 0 500 1000 2000\n"
-	got, err := parseStatCPU([]byte(stat))
+	user, system, err := parseStatCPU([]byte(stat))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != 2.5 {
-		t.Fatalf("CPU seconds: got %v, want 2.5", got)
+	if user != 1.8 || system != 0.7 {
+		t.Fatalf("CPU seconds: got user %v, system %v, want 1.8 and 0.7", user, system)
 	}
-	if _, err := parseStatCPU([]byte("123 (x) S 1 2")); err == nil {
+	if _, _, err := parseStatCPU([]byte("123 (x) S 1 2")); err == nil {
 		t.Fatal("a short stat line parsed")
 	}
 }

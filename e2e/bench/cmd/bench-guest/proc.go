@@ -16,34 +16,41 @@ const clockTicks = 100
 // it waited for (kube-proxy runs iptables-restore and ipset, and the agent
 // its own helpers: their work is the tool's work).
 func cpuSeconds(pid int) (float64, error) {
+	user, system, err := cpuSplit(pid)
+	return user + system, err
+}
+
+// cpuSplit is cpuSeconds in its two parts: user time, and system time, the
+// kernel's work in the process' system calls (a netlink request's is
+// done there).
+func cpuSplit(pid int) (user, system float64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read CPU time of %d: %w", pid, err)
+		return 0, 0, fmt.Errorf("read CPU time of %d: %w", pid, err)
 	}
 	return parseStatCPU(data)
 }
 
 // parseStatCPU reads fields 14-17 (utime stime cutime cstime) of a stat
-// line; the command name (field 2) may hold spaces, so count from its ')'.
-func parseStatCPU(stat []byte) (float64, error) {
+// line as user and system seconds; the command name (field 2) may hold
+// spaces, so count from its ')'.
+func parseStatCPU(stat []byte) (user, system float64, err error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("stat line without a command name: %q", stat)
+		return 0, 0, fmt.Errorf("stat line without a command name: %q", stat)
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	// f[0] is field 3 (state): utime is field 14, f[11].
 	if len(f) < 15 {
-		return 0, fmt.Errorf("stat line with %d fields after the name", len(f))
+		return 0, 0, fmt.Errorf("stat line with %d fields after the name", len(f))
 	}
-	var ticks uint64
-	for _, s := range f[11:15] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("stat field %q: %w", s, err)
+	var ticks [4]uint64
+	for k, s := range f[11:15] {
+		if ticks[k], err = strconv.ParseUint(s, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("stat field %q: %w", s, err)
 		}
-		ticks += v
 	}
-	return float64(ticks) / clockTicks, nil
+	return float64(ticks[0]+ticks[2]) / clockTicks, float64(ticks[1]+ticks[3]) / clockTicks, nil
 }
 
 // peakRSSMB is VmHWM, the process' peak resident set, in MB.

@@ -28,9 +28,9 @@ func rolls(t *result.Tool, s settings, o *ipvsObserver, pid int, name string) er
 		if err != nil {
 			return err
 		}
-		fmt.Printf("bench-guest: %s: rolling update of %d endpoints (live after %.1f s): %d steps, lag p50 %.3f s, p99 %.3f s, max %.3f s, %d not seen; %.2f CPU-s over %.0f s, %.0f µs per endpoint change; host writes ≤ %.3f s, reads %.1f ms\n",
+		fmt.Printf("bench-guest: %s: rolling update of %d endpoints (live after %.1f s): %d steps, lag p50 %.3f s, p99 %.3f s, max %.3f s, %d not seen; %.2f CPU-s (%.2f of it system) over %.0f s, %.0f µs per endpoint change; host writes ≤ %.3f s, reads %.1f ms\n",
 			name, size, r.ServeSeconds, r.Steps, result.Percentile(r.Lags, 50), result.Percentile(r.Lags, 99), result.Max(r.Lags), r.Timeouts,
-			r.CPU, r.Wall, r.CPUPerChange()*1e6, r.WriteMax, r.PollMs)
+			r.CPU, r.System, r.Wall, r.CPUPerChange()*1e6, r.WriteMax, r.PollMs)
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ type pendingStep struct {
 // the ones before were seen, reading the Service's real servers between
 // asks, then waits for the ones still unseen up to the change timeout.
 func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Roll) error {
-	c0, err := cpuSeconds(pid)
+	u0, s0, err := cpuSplit(pid)
 	if err != nil {
 		return err
 	}
@@ -93,11 +93,11 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 		now := time.Now()
 		issuing := r.Steps < want
 		if !issuing && !cpuTaken && !now.Before(end) {
-			c1, err := cpuSeconds(pid)
+			u1, s1, err := cpuSplit(pid)
 			if err != nil {
 				return err
 			}
-			r.CPU, r.Wall, cpuTaken = c1-c0, now.Sub(series).Seconds(), true
+			r.CPU, r.System, r.Wall, cpuTaken = u1-u0+s1-s0, s1-s0, now.Sub(series).Seconds(), true
 		}
 		if issuing && !now.Before(series.Add(time.Duration(r.Steps)*rollInterval)) {
 			var st protocol.RollStep
