@@ -110,8 +110,7 @@ func (ro *rollout) newSlice(i int) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("%s-%03d", ro.Name, i), Namespace: namespace,
-			Labels:      map[string]string{discoveryv1.LabelServiceName: ro.Name},
-			Annotations: map[string]string{},
+			Labels: map[string]string{discoveryv1.LabelServiceName: ro.Name},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
@@ -157,6 +156,9 @@ func (r *rolls) advance(ro *rollout, at time.Time) (protocol.RollStep, []*discov
 		s, ok := edits[i]
 		if !ok {
 			s = ro.slices[i].DeepCopy()
+			if s.Annotations == nil { // created without any, as the API server hands it back
+				s.Annotations = map[string]string{}
+			}
 			s.Annotations[triggerTime] = at.UTC().Format(time.RFC3339Nano)
 			edits[i] = s
 		}
