@@ -336,10 +336,29 @@ func translateAll(store *objects.Store, names []model.ServiceName, node *corev1.
 }
 
 // endpointMemos are the memos of the Services of several EndpointSlices
-// (translate.EndpointMemo): a change to one slice of a large Service reads
-// that slice, not all of them. A Service of one slice has none: its change
-// replaces everything the memo would hold, which would only cost memory.
+// and at least memoFrom endpoints (translate.EndpointMemo): a change to
+// one slice of a large Service reads that slice, not all of them. A
+// Service of one slice has none: its change replaces everything the memo
+// would hold, which would only cost memory. Nor has a small one of a few
+// slices (a dual-stack Service has one per family): reading it whole
+// costs less than the memo's bookkeeping and its copy of the endpoints.
 type endpointMemos map[model.ServiceName]*translate.EndpointMemo
+
+// memoFrom is the fewest endpoints a Service's slices list for it to read
+// them through a memo: a few default-sized slices (the EndpointSlice
+// controller puts up to 100 in one).
+const memoFrom = 256
+
+// endpointsIn counts the endpoints the slices list.
+func endpointsIn(epSlices []*discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, s := range epSlices {
+		if s != nil {
+			n += len(s.Endpoints)
+		}
+	}
+	return n
+}
 
 // of returns the memo a Service's translation reads through, making or
 // dropping it as the Service's slices call for (nil: none).
@@ -347,7 +366,7 @@ func (m endpointMemos) of(name model.ServiceName, svc *corev1.Service, epSlices 
 	if m == nil {
 		return nil
 	}
-	if svc == nil || len(epSlices) < 2 {
+	if svc == nil || len(epSlices) < 2 || endpointsIn(epSlices) < memoFrom {
 		delete(m, name)
 		return nil
 	}

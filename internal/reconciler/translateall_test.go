@@ -15,8 +15,9 @@ import (
 // TestTranslateAllIsInOrder: translating many Services on several CPUs
 // gives each name its own Service's translation, in the order of names,
 // the same as translating them one by one; names without a Service get
-// the empty translation. The Services of two slices read through their
-// memos, one per Service, with the same result.
+// the empty translation. The Services of two slices and at least memoFrom
+// endpoints read through their memos, one per Service, with the same
+// result; those of two small slices (a dual-stack Service's) have none.
 func TestTranslateAllIsInOrder(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	r := newRig(t)
@@ -25,8 +26,17 @@ func TestTranslateAllIsInOrder(t *testing.T) {
 		name := fmt.Sprintf("s%d", i)
 		r.store.SetService(service(name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), corev1.ProtocolTCP, 80))
 		r.store.SetSlice(slice(name, corev1.ProtocolTCP, 8080, ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1))))
-		if i%3 == 0 {
-			s := slice(name, corev1.ProtocolTCP, 8080, ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1)))
+		var second []endpoint
+		switch i % 3 {
+		case 0: // large: memoFrom more
+			for k := range memoFrom {
+				second = append(second, ready(fmt.Sprintf("10.%d.%d.%d", 100+k/200, i%250, k%200+1)))
+			}
+		case 1: // small
+			second = append(second, ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1)))
+		}
+		if len(second) > 0 {
+			s := slice(name, corev1.ProtocolTCP, 8080, second...)
 			s.Name += "-2"
 			r.store.SetSlice(s)
 		}
@@ -37,7 +47,7 @@ func TestTranslateAllIsInOrder(t *testing.T) {
 	memos := endpointMemos{}
 	got := translateAll(r.store, names, node, cfg, memos)
 	if len(memos) != parallelFrom*4/3+1 {
-		t.Fatalf("%d memos for %d Services of two slices", len(memos), parallelFrom*4/3+1)
+		t.Fatalf("%d memos for %d large Services of two slices", len(memos), parallelFrom*4/3+1)
 	}
 	if len(got) != len(names) {
 		t.Fatalf("%d translations for %d names", len(got), len(names))
