@@ -1,5 +1,5 @@
 // Package runner drives syncs: it coalesces bursts of changes so that syncs
-// are at least MinInterval apart, asks for an early incremental sync when
+// begin at least MinInterval apart, asks for an early incremental sync when
 // the last one wants it (draining real servers), and retries failures with
 // exponential backoff, as full syncs. Only the first sync and the retry
 // after a failure read the kernel whole: drift made by anyone else is found
@@ -20,7 +20,12 @@ type Runner struct {
 	Sync SyncFunc
 	// Trigger asks for an incremental sync: something changed, or a rescan
 	// has read the kernel for the sync to fold in (coalesced by the sender).
-	Trigger     <-chan struct{}
+	Trigger <-chan struct{}
+	// MinInterval spaces the syncs' beginnings, as kube-proxy's
+	// --ipvs-min-sync-period spaces its syncs (a rate, its tokens earned
+	// while a sync runs): a sync that took longer is followed at once by
+	// the next when something is pending, so a backlog of changes is not
+	// left waiting an interval after every sync.
 	MinInterval time.Duration
 	// Backoff is the first retry delay after a failure, doubled per failure
 	// up to MaxBackoff.
@@ -34,7 +39,7 @@ type loop struct {
 	dirty, full bool
 	due         time.Time // a pending sync runs not before this
 	retryAt     time.Time // after a failure, nothing runs before this
-	last        time.Time // when the last sync ended
+	began       time.Time // when the last sync began
 	failures    int
 }
 
@@ -50,10 +55,11 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-r.Trigger:
 			l.dirty = true
-			l.due = later(l.last.Add(r.MinInterval), l.retryAt)
+			l.due = later(l.began.Add(r.MinInterval), l.retryAt)
 		case <-timer.C:
 		}
 		if l.dirty && !time.Now().Before(l.due) {
+			l.began = time.Now()
 			requeue, err := r.Sync(ctx, l.full)
 			r.after(&l, requeue, err)
 		}
@@ -68,11 +74,11 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // after updates the schedule with a sync's outcome.
 func (r *Runner) after(l *loop, requeue time.Duration, err error) {
-	l.last = time.Now()
+	ended := time.Now()
 	if err != nil {
 		delay := r.backoff(l.failures)
 		l.failures++
-		l.retryAt = l.last.Add(delay)
+		l.retryAt = ended.Add(delay)
 		l.dirty, l.full, l.due = true, true, l.retryAt
 		if r.OnError != nil {
 			r.OnError(err, delay)
@@ -81,7 +87,7 @@ func (r *Runner) after(l *loop, requeue time.Duration, err error) {
 	}
 	l.failures, l.retryAt = 0, time.Time{}
 	l.dirty, l.full = requeue > 0, false
-	l.due = l.last.Add(max(requeue, r.MinInterval))
+	l.due = later(l.began.Add(r.MinInterval), ended.Add(requeue))
 }
 
 // backoff is the delay after the n+1st consecutive failure.

@@ -21,6 +21,7 @@ type harness struct {
 	trigger chan struct{}
 	fail    func(n int) error
 	requeue func(n int) time.Duration
+	takes   time.Duration // each sync's length
 }
 
 func (h *harness) sync(ctx context.Context, full bool) (time.Duration, error) {
@@ -34,6 +35,7 @@ func (h *harness) sync(ctx context.Context, full bool) (time.Duration, error) {
 	if h.requeue != nil {
 		rq = h.requeue(n)
 	}
+	time.Sleep(h.takes)
 	return rq, err
 }
 
@@ -175,4 +177,38 @@ func TestFailureReadsWholeAgain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// MinInterval spaces the syncs' beginnings: under a steady stream of
+// changes, syncs shorter than it begin MinInterval apart, and syncs longer
+// than it follow each other at once rather than an interval after each
+// one ends (a backlog is worked off, as kube-proxy's runner does).
+func TestMinIntervalSpacesBeginnings(t *testing.T) {
+	for _, tc := range []struct {
+		takes time.Duration
+		want  []time.Duration
+	}{
+		{300 * time.Millisecond, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}},
+		{1500 * time.Millisecond, []time.Duration{0, 1500 * time.Millisecond, 3 * time.Second, 4500 * time.Millisecond}},
+	} {
+		h := &harness{takes: tc.takes}
+		run(t, h, func() {
+			for range 450 { // a change every 10 ms for 4.5 s
+				h.poke()
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+		var got []time.Duration
+		for _, c := range h.calls[:min(len(h.calls), len(tc.want))] {
+			got = append(got, c.at)
+		}
+		if len(got) != len(tc.want) {
+			t.Fatalf("syncs of %v: began at %v, want %v", tc.takes, got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Fatalf("syncs of %v: began at %v, want %v", tc.takes, got, tc.want)
+			}
+		}
+	}
 }
