@@ -146,34 +146,23 @@ var metrics = []metric{
 	{"full sync at rest: CPU", "CPU-s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncCPU })},
 	{"full sync at rest: wall time", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncSeconds })},
 	{"full sync at rest: its own duration", "s", fullSyncPart(func(t result.Tool) float64 { return t.FullSyncOwn })},
-	{MRollP99, "s", rollLargest(func(r result.Run, ro result.Roll) float64 {
+	{MRollP99, "s", rollOn(true, func(r result.Run, ro result.Roll) float64 {
 		v, _ := result.CensoredPercentile(ro.Lags, ro.Timeouts, r.ChangeTimeout, 99)
 		return v
 	})},
-	{"rolling update, largest Service: lag max", "s", rollLargest(func(_ result.Run, ro result.Roll) float64 { return result.Max(ro.Lags) })},
-	{"rolling update, largest Service: steps not seen", "", rollLargest(func(_ result.Run, ro result.Roll) float64 { return float64(ro.Timeouts) })},
-	{"rolling update, largest Service: CPU per endpoint change", "CPU-ms", rollLargest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
-	{"rolling update, smallest Service: CPU per endpoint change", "CPU-ms", rollSmallest(func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
+	{"rolling update, largest Service: lag max", "s", rollOn(true, func(_ result.Run, ro result.Roll) float64 { return result.Max(ro.Lags) })},
+	{"rolling update, largest Service: steps not seen", "", rollOn(true, func(_ result.Run, ro result.Roll) float64 { return float64(ro.Timeouts) })},
+	{"rolling update, largest Service: CPU per endpoint change", "CPU-ms", rollOn(true, func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
+	{"rolling update, smallest Service: CPU per endpoint change", "CPU-ms", rollOn(false, func(_ result.Run, ro result.Roll) float64 { return ro.CPUPerChange() * 1000 })},
 	{MRollGrowth, "×", rollGrowth(result.Roll.CPUPerChange)},
 	{"rolling update: user CPU per endpoint change (the kernel's left out), largest ÷ smallest Service", "×", rollGrowth(result.Roll.UserPerChange)},
 }
 
-// rollLargest is f of the tool's rolling update of the largest Service,
-// NaN when it made none or that Service never went live.
-func rollLargest(f func(result.Run, result.Roll) float64) func(r result.Run, t result.Tool) float64 {
+// rollOn is f of the tool's rolling update of its largest Service (or
+// smallest), NaN when it made none or that Service never went live.
+func rollOn(largest bool, f func(result.Run, result.Roll) float64) func(r result.Run, t result.Tool) float64 {
 	return func(r result.Run, t result.Tool) float64 {
-		ro, ok := rollOf(t, true)
-		if !ok {
-			return math.NaN()
-		}
-		return f(r, ro)
-	}
-}
-
-// rollSmallest is rollLargest's twin for the smallest Service rolled.
-func rollSmallest(f func(result.Run, result.Roll) float64) func(r result.Run, t result.Tool) float64 {
-	return func(r result.Run, t result.Tool) float64 {
-		ro, ok := rollOf(t, false)
+		ro, ok := rollOf(t, largest)
 		if !ok {
 			return math.NaN()
 		}
