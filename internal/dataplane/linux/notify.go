@@ -181,20 +181,28 @@ func subscribeLinks(ctx context.Context, log *zap.Logger) (<-chan netlink.LinkUp
 }
 
 // warnWhileRunning logs a subscription's receive errors as what, but the
-// one closing it at shutdown makes. An overflow is news, not trouble:
-// every follower subscribes again and reads afresh what it follows, and a
-// large start (tens of thousands of VIPs bound at once) overflows any
-// buffer of a reasonable size.
+// one its own closing makes (EAGAIN, at shutdown or when a follower renews
+// its subscriptions). An overflow is news, not trouble: every follower
+// subscribes again and reads afresh what it follows, and a large start
+// (tens of thousands of VIPs bound at once) overflows any buffer of a
+// reasonable size.
 func warnWhileRunning(ctx context.Context, log *zap.Logger, what string) func(error) {
 	return func(err error) {
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, closing(err):
 		case overflowed(err):
 			log.Info(what+" came faster than they were read: subscribing again and reading afresh", zap.Error(err))
 		default:
 			log.Warn(what, zap.Error(err))
 		}
 	}
+}
+
+// closing tells whether a receive ended because the subscription's socket
+// was closed under it, which the netlink library reports as EAGAIN, as
+// text.
+func closing(err error) bool {
+	return errors.Is(err, unix.EAGAIN) || strings.Contains(err.Error(), unix.EAGAIN.Error())
 }
 
 // overflowed tells whether a subscription broke because its socket's

@@ -16,8 +16,9 @@ import (
 
 // A subscription's overflow, which its follower answers by subscribing
 // again and reading afresh, is logged as information, whether the errno
-// comes wrapped or as the netlink library's text; any other receive error
-// is a warning, and none is logged once the subscription's context ended.
+// comes wrapped or as the netlink library's text; the end of a receive on a
+// socket its follower closed is not logged, nor is anything once the
+// subscription's context ended; any other receive error is a warning.
 func TestSubscriptionOverflowIsNotAWarning(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -25,6 +26,7 @@ func TestSubscriptionOverflowIsNotAWarning(t *testing.T) {
 	report(fmt.Errorf("Receive failed: %v", unix.ENOBUFS))
 	report(fmt.Errorf("receive: %w", unix.ENOBUFS))
 	report(errors.New("Wrong sender portid 7, expected 0"))
+	report(fmt.Errorf("Receive failed: %v", unix.EAGAIN)) // closed by a renewal
 	cancel()
 	report(unix.EBADF)
 	var levels []zapcore.Level
