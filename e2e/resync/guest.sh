@@ -151,7 +151,7 @@ CHG
   # How the repairs went, from the agent's log: each read of the rescan,
   # the waits it announced and the syncs that changed something, from the
   # first change made by hand on.
-  grep -E 'rescan read the kernel|the next read waits|drift|"synced"' $log | grep -v '"ops": 0' | tail -40 | sed 's/^/resync-vm: log: /'
+  grep -E 'rescan read the kernel|the next read waits|drift|synced[[:space:]]+[{]' $log | grep -v '"ops": 0' | tail -40 | sed 's/^/resync-vm: log: /'
 
   hwm=$(awk '/VmHWM/ {print $2 / 1024}' /proc/$pid/status); rss=$(awk '/VmRSS/ {print $2 / 1024}' /proc/$pid/status)
   echo "resync-vm: RESULT tool=$tool n=$N cold_s=$cold cold_cpu=$coldcpu idle_cpu=$idle idle_s=$IDLE idle_fulls=$fulls change_p50=$p50 change_p99=$p99 change_max=$mx never=$lost repair_real=$rdel repair_vs=$vdel repair_addr=$adel repair_member=$mdel hwm_mb=$hwm rss_mb=$rss"
