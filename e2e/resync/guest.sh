@@ -148,9 +148,8 @@ CHG
   iptables-save >/dev/null; ip6tables-save >/dev/null
   echo "resync-vm: iptables-save + ip6tables-save took $(since "$s") s"
   echo "resync-vm: $tool repaired: ipvsadm -d $rdel s, ipvsadm -D $vdel s, VIP unbound $adel s, ipset del $mdel s"
-  # How the repairs went, from the agent's log: each read of the rescan,
-  # the waits it announced and the syncs that changed something, from the
-  # first change made by hand on.
+  # How the repairs went, from the agent's log: its last 40 reads of the
+  # rescan, waits it announced and syncs that changed something.
   grep -E 'rescan read the kernel|the next read waits|drift|synced[[:space:]]+[{]' $log | grep -v '"ops": 0' | tail -40 | sed 's/^/resync-vm: log: /'
 
   hwm=$(awk '/VmHWM/ {print $2 / 1024}' /proc/$pid/status); rss=$(awk '/VmRSS/ {print $2 / 1024}' /proc/$pid/status)
