@@ -220,6 +220,8 @@ func (d *Dataplane) do(ctx context.Context, what string, fn func(ctx context.Con
 // and the shim's set members. Any failure fails the whole read: a partial
 // dump must never look like a table that lost services.
 func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) {
+	ctx, cancel := d.readContext(ctx)
+	defer cancel()
 	var took [3]time.Duration // IPVS, the link's addresses, the sets
 	began := time.Now()
 	obs, err := call(ctx, d.calls, "observe", func(ctx context.Context, h *handles) (dataplane.Observation, error) {
@@ -259,6 +261,8 @@ func (d *Dataplane) Observe(ctx context.Context) (dataplane.Observation, error) 
 // Scan reads what Observe reads, but the counters, handing each entry to v
 // as it is decoded: the same requests, no maps built.
 func (d *Dataplane) Scan(ctx context.Context, v dataplane.Visitor) error {
+	ctx, cancel := d.readContext(ctx)
+	defer cancel()
 	_, err := call(ctx, d.calls, "scan", func(ctx context.Context, h *handles) (struct{}, error) {
 		return struct{}{}, d.scanTableAndAddrs(ctx, h, v)
 	})
@@ -293,6 +297,23 @@ func (d *Dataplane) scanTableAndAddrs(ctx context.Context, h *handles, v datapla
 		v.Addr(a)
 	}
 	return err
+}
+
+// readBound is how many of a call's bound (CallTimeout) a whole read of
+// the kernel may take: its time grows with the table, and a table of
+// 50,000 Services reads in tens of seconds under emulation, more on a
+// loaded machine. Bounded by a single call's minute, such a read was cut
+// short now and then and dropped, and the repair it carried waited for
+// the next. The bound still ends a read the kernel stopped answering.
+const readBound = 10
+
+// readContext bounds a whole read (Observe, Scan) whose context has no
+// deadline by readBound calls' time.
+func (d *Dataplane) readContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, readBound*d.timeout)
 }
 
 // Close releases the sockets; later calls fail.

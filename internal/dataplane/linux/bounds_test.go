@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -36,5 +37,24 @@ func TestSubscriptionOverflowIsNotAWarning(t *testing.T) {
 	want := []zapcore.Level{zapcore.InfoLevel, zapcore.InfoLevel, zapcore.WarnLevel}
 	if fmt.Sprint(levels) != fmt.Sprint(want) {
 		t.Errorf("logged at %v, want %v: %v", levels, want, logs.All())
+	}
+}
+
+// A whole read without a deadline of its own is bounded by readBound
+// calls' time, not one call's; one with a deadline keeps it.
+func TestReadBound(t *testing.T) {
+	d := &Dataplane{timeout: time.Minute}
+	ctx, cancel := d.readContext(context.Background())
+	defer cancel()
+	deadline, ok := ctx.Deadline()
+	if left := time.Until(deadline); !ok || left < 9*time.Minute || left > 10*time.Minute {
+		t.Errorf("a read without a deadline is bounded by %v (set: %v), want 10 minutes", left, ok)
+	}
+	mine, cancelMine := context.WithTimeout(context.Background(), time.Second)
+	defer cancelMine()
+	ctx, cancel2 := d.readContext(mine)
+	defer cancel2()
+	if got, _ := ctx.Deadline(); got != func() time.Time { d, _ := mine.Deadline(); return d }() {
+		t.Errorf("a read's own deadline was replaced by %v", got)
 	}
 }
