@@ -319,8 +319,9 @@ const parallelFrom = 256
 // and nothing else), so many are spread over the CPUs but one
 // (workers.Each). The objects are taken from the store first, one by one:
 // workers contending for its lock cost more than the lookups.
-// Each Service of several slices reads them through its memo (memos; nil:
-// none), taken here too, so that each worker has its own.
+// A large Service of several slices reads them through its memo (see
+// endpointMemos; memos nil: none), taken here too, so that each worker has
+// its own.
 func translateAll(store *objects.Store, names []model.ServiceName, node *corev1.Node, cfg translate.Config, memos endpointMemos) []translation {
 	out := make([]translation, len(names))
 	epSlices := make([][]*discoveryv1.EndpointSlice, len(names))
