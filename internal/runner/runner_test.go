@@ -197,6 +197,9 @@ func TestMinIntervalSpacesBeginnings(t *testing.T) {
 				h.poke()
 				time.Sleep(10 * time.Millisecond)
 			}
+			// Then none, while the last syncs run: the runner is not
+			// stopped at the instant one would begin.
+			time.Sleep(3 * time.Second)
 		})
 		var got []time.Duration
 		for _, c := range h.calls[:min(len(h.calls), len(tc.want))] {
