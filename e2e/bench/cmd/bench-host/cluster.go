@@ -190,10 +190,16 @@ feed:
 }
 
 func service(i int) *corev1.Service {
+	return benchService(protocol.ServiceName(i), protocol.VIP(i).String())
+}
+
+// benchService is a bench Service: ClusterIP vip, TCP protocol.Port to
+// protocol.TargetPort, named protocol.PortName.
+func benchService(name, vip string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: protocol.ServiceName(i), Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.ServiceSpec{
-			ClusterIP: protocol.VIP(i).String(),
+			ClusterIP: vip,
 			Ports: []corev1.ServicePort{{Name: protocol.PortName, Protocol: corev1.ProtocolTCP,
 				Port: protocol.Port, TargetPort: intstr.FromInt32(protocol.TargetPort)}},
 		},
@@ -201,20 +207,27 @@ func service(i int) *corev1.Service {
 }
 
 func slice(i int, addrs []string) *discoveryv1.EndpointSlice {
-	ready, proto, port, name := true, corev1.ProtocolTCP, int32(protocol.TargetPort), protocol.PortName
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: protocol.ServiceName(i) + "-1", Namespace: namespace,
-			Labels:      map[string]string{discoveryv1.LabelServiceName: protocol.ServiceName(i)},
-			Annotations: map[string]string{triggerTime: time.Now().UTC().Format(time.RFC3339Nano)},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
-	}
+	ready := true
+	s := emptySlice(protocol.ServiceName(i), protocol.ServiceName(i)+"-1")
+	s.Annotations = map[string]string{triggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
 	for _, a := range addrs {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
 	}
 	return s
+}
+
+// emptySlice is an IPv4 EndpointSlice of the bench Service svc, named
+// name, with its port and no endpoints.
+func emptySlice(svc, name string) *discoveryv1.EndpointSlice {
+	proto, port, portName := corev1.ProtocolTCP, int32(protocol.TargetPort), protocol.PortName
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: namespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
+	}
 }
 
 // next reserves the next change: which Service, which endpoint goes, which

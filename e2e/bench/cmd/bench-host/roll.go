@@ -6,10 +6,8 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-ipvs/kube-ipvs/e2e/bench/protocol"
@@ -58,14 +56,7 @@ func (r *rolls) create(ctx context.Context, size int) (protocol.Roll, error) {
 	}
 	r.mu.Unlock()
 
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: ro.Name, Namespace: namespace},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: ro.VIP,
-			Ports: []corev1.ServicePort{{Name: protocol.PortName, Protocol: corev1.ProtocolTCP,
-				Port: protocol.Port, TargetPort: intstr.FromInt32(protocol.TargetPort)}},
-		},
-	}
+	svc := benchService(ro.Name, ro.VIP)
 	if _, err := r.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return protocol.Roll{}, fmt.Errorf("create Service %s: %w", ro.Name, err)
 	}
@@ -106,15 +97,7 @@ func (r *rolls) newPod() discoveryv1.Endpoint {
 
 // newSlice is the i-th slice of the rollout, empty.
 func (ro *rollout) newSlice(i int) *discoveryv1.EndpointSlice {
-	proto, port, name := corev1.ProtocolTCP, int32(protocol.TargetPort), protocol.PortName
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%03d", ro.Name, i), Namespace: namespace,
-			Labels: map[string]string{discoveryv1.LabelServiceName: ro.Name},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &port}},
-	}
+	return emptySlice(ro.Name, fmt.Sprintf("%s-%03d", ro.Name, i))
 }
 
 // step moves the rollout of the named Service on by one batch and writes
