@@ -199,17 +199,17 @@ func warnWhileRunning(ctx context.Context, log *zap.Logger, what string) func(er
 }
 
 // closing tells whether a receive ended because the subscription's socket
-// was closed under it, which the netlink library reports as EAGAIN, as
-// text.
-func closing(err error) bool {
-	return errors.Is(err, unix.EAGAIN) || strings.Contains(err.Error(), unix.EAGAIN.Error())
-}
+// was closed under it (EAGAIN).
+func closing(err error) bool { return hasErrno(err, unix.EAGAIN) }
 
 // overflowed tells whether a subscription broke because its socket's
-// receive buffer overflowed (ENOBUFS). The netlink library hands the
-// errno over as text.
-func overflowed(err error) bool {
-	return errors.Is(err, unix.ENOBUFS) || strings.Contains(err.Error(), unix.ENOBUFS.Error())
+// receive buffer overflowed (ENOBUFS).
+func overflowed(err error) bool { return hasErrno(err, unix.ENOBUFS) }
+
+// hasErrno tells whether err is errno, wrapped or, as the netlink library
+// hands a subscription's receive errors over, as text.
+func hasErrno(err error, errno unix.Errno) bool {
+	return errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error())
 }
 
 // stopping is the stop of a subscription whose receiver ends when done
