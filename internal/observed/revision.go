@@ -220,26 +220,73 @@ func (l *vsLog) explains(since Revision, part Digest, in bool) bool {
 	if !l.baseKnown {
 		return true
 	}
-	st := model.State{Services: map[model.VSKey]*model.Service{}}
-	if l.base != nil {
-		st.Services[l.key] = l.base.Clone()
-	}
-	matches := func() bool {
-		svc, ok := st.Services[l.key]
-		return ok == in && (!ok || serviceDigest(svc) == part)
-	}
+	rp := newReplay(l.key, l.base)
 	i := 0
 	for ; i < len(l.ops) && l.ops[i].rev <= since; i++ {
-		l.ops[i].op.ApplyTo(&st)
+		rp.apply(l.ops[i].op)
 	}
-	if matches() {
+	if rp.is(part, in) {
 		return true
 	}
 	for ; i < len(l.ops); i++ {
-		l.ops[i].op.ApplyTo(&st)
-		if matches() {
+		rp.apply(l.ops[i].op)
+		if rp.is(part, in) {
 			return true
 		}
 	}
 	return false
+}
+
+// replay is one virtual server as a log's operations rebuild it, its
+// digest kept in step operation by operation. A real server's operation
+// moves the digest by that real server's hash alone, so comparing a scan
+// with every value a busy virtual server took (thousands of operations
+// during one scan of a Service of thousands of endpoints) costs a hash an
+// operation, not a hash of every real server an operation.
+type replay struct {
+	key    model.VSKey
+	st     model.State
+	digest Digest
+}
+
+// newReplay starts from base (nil: the virtual server absent), copied.
+func newReplay(key model.VSKey, base *model.Service) *replay {
+	rp := &replay{key: key, st: model.State{Services: map[model.VSKey]*model.Service{}}}
+	if base != nil {
+		rp.st.Services[key] = base.Clone()
+		rp.digest = serviceDigest(base)
+	}
+	return rp
+}
+
+// apply replays one operation of the virtual server.
+func (rp *replay) apply(op model.Op) {
+	svc, ok := rp.st.Services[rp.key]
+	switch op.Kind {
+	case model.AddReal, model.UpdateReal, model.DeleteReal:
+		if !ok {
+			return // ApplyTo does nothing either
+		}
+		if old, had := svc.Reals.Get(op.RS.Addr); had {
+			rp.digest.count(RealHash(rp.key, old), -1)
+		}
+		if op.Kind != model.DeleteReal {
+			rp.digest.count(RealHash(rp.key, op.RS), 1)
+		}
+		op.ApplyTo(&rp.st)
+	default:
+		// A virtual server's own operation: rare, counted afresh.
+		op.ApplyTo(&rp.st)
+		rp.digest = Digest{}
+		if svc, ok := rp.st.Services[rp.key]; ok {
+			rp.digest = serviceDigest(svc)
+		}
+	}
+}
+
+// is tells whether the replayed value is the one a scan digested as part
+// (in: the scan held the virtual server).
+func (rp *replay) is(part Digest, in bool) bool {
+	_, ok := rp.st.Services[rp.key]
+	return ok == in && (!ok || rp.digest == part)
 }
