@@ -97,6 +97,11 @@ func (r *Reals) Delete(addr netip.AddrPort) bool {
 // Grow makes room for n more without another allocation.
 func (r *Reals) Grow(n int) { r.list = slices.Grow(r.list, n) }
 
+// Insert adds real servers at addresses it does not hold, given in
+// increasing order of address, in one pass over the list (insertSorted):
+// set one by one, each would shift the rest of the list.
+func (r *Reals) Insert(added []RealServer) { r.list = insertSorted(r.list, added) }
+
 // Clone copies the list, so that either may be changed.
 func (r Reals) Clone() Reals { return Reals{list: slices.Clone(r.list)} }
 

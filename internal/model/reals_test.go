@@ -104,3 +104,33 @@ func TestRealsMergeEqualsOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// TestRealsInsertEqualsSetOneByOne: inserting a sorted run of new real
+// servers leaves the list that Set one by one leaves, wherever they fall
+// (before, between and after the list's).
+func TestRealsInsertEqualsSetOneByOne(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	addr := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 80)
+	}
+	for range 2000 {
+		var list, added []RealServer
+		for i := range 1 + rnd.IntN(60) {
+			rs := RealServer{Addr: addr(i), Weight: rnd.IntN(3)}
+			switch rnd.IntN(3) {
+			case 0:
+				list = append(list, rs)
+			case 1:
+				added = append(added, rs)
+			}
+		}
+		want, got := RealsOf(slices.Clone(list)), RealsOf(slices.Clone(list))
+		for _, rs := range added {
+			want.Set(rs)
+		}
+		got.Insert(added)
+		if !got.Equal(want) {
+			t.Fatalf("list %v, inserted %v: got %q, want %q", list, added, addrsOf(got), addrsOf(want))
+		}
+	}
+}

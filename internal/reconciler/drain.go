@@ -46,10 +46,7 @@ func drain(in drainInput) (draining int) {
 			continue
 		}
 		want = want.Clone()
-		want.Reals.Grow(len(keep))
-		for _, rs := range keep {
-			want.Reals.Set(rs)
-		}
+		want.Reals.Insert(keep) // eachReal walks in address order
 		in.desired.Services[k] = want
 		draining += len(keep)
 	}

@@ -97,7 +97,10 @@ type Reconciler struct {
 	desired desiredSet
 	memos   endpointMemos
 	drains  map[dataplane.RealRef]time.Time
-	metrics syncMetrics
+	// countersRead is when each large virtual server's connection counters
+	// were last read and what the read took (see pacedReads).
+	countersRead map[model.VSKey]counterRead
+	metrics      syncMetrics
 	// failing are the Services whose operations failed, retried with
 	// backoff; holding those this sync holds back (backingOff); strays the
 	// failed operations of no Service, retried with backoff too.
@@ -161,20 +164,21 @@ func New(opt Options) *Reconciler {
 	knownOps(opt.Metrics)
 	cache := observed.New()
 	r := &Reconciler{
-		opt:     opt,
-		obs:     cache,
-		log:     opt.Log.Named("reconciler"),
-		desired: newDesiredSet(),
-		memos:   endpointMemos{},
-		drains:  map[dataplane.RealRef]time.Time{},
-		failing: map[model.ServiceName]*failure{},
-		strays:  map[strayKey]*failure{},
-		refused: map[model.VSKey]plan.Refusal{},
-		told:    map[model.ServiceName]*told{},
-		made:    map[model.VSKey]struct{}{},
-		metrics: syncMetrics{m: opt.Metrics},
-		rescans: rescan.NewMailbox(cache),
-		stale:   newStaleConntrack(),
+		opt:          opt,
+		obs:          cache,
+		log:          opt.Log.Named("reconciler"),
+		desired:      newDesiredSet(),
+		memos:        endpointMemos{},
+		drains:       map[dataplane.RealRef]time.Time{},
+		countersRead: map[model.VSKey]counterRead{},
+		failing:      map[model.ServiceName]*failure{},
+		strays:       map[strayKey]*failure{},
+		refused:      map[model.VSKey]plan.Refusal{},
+		told:         map[model.ServiceName]*told{},
+		made:         map[model.VSKey]struct{}{},
+		metrics:      syncMetrics{m: opt.Metrics},
+		rescans:      rescan.NewMailbox(cache),
+		stale:        newStaleConntrack(),
 	}
 	r.pub.reset()
 	r.pub.store(Status{}, NodeStatus{}, nil, nil, counts{})

@@ -170,13 +170,14 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.reserved = reserved
 	st.Checked = st.Full || (r.folded != nil && !r.folded.Partial())
 	r.touched = scope
-	r.addDraining(ctx, scope, st.Full)
+	unread := r.addDraining(ctx, scope, st.Full, st.Time)
 	desired, observed := r.scoped(scope, st.Full)
 	st.Draining = drain(drainInput{
-		desired: desired, observed: observed, conns: r.obs.Conn, since: r.drains,
+		desired: desired, observed: observed, conns: unreadUnknown(r.obs.Conn, unread), since: r.drains,
 		timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetDrains(r.drains, r.desired.state)
+	forgetCounterReads(r.countersRead, r.desired.state)
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
 	}
@@ -479,8 +480,10 @@ func (r *Reconciler) scoped(scope plan.Scope, full bool) (desired, observed mode
 
 // addDraining widens an incremental scope to the virtual servers with real
 // servers still draining, and refreshes their connection counters (a full
-// sync has them from the observe).
-func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool) {
+// sync has them from the observe), but those of a large virtual server
+// read too recently (pacedReads): it returns those, whose departed real
+// servers wait at weight 0 for a read.
+func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool, now time.Time) map[model.VSKey]bool {
 	refresh := map[model.VSKey]bool{}
 	for ref := range r.drains {
 		scope.Keys[ref.VS] = struct{}{}
@@ -493,15 +496,86 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 		}
 	}
 	if full {
-		return
+		clear(r.countersRead) // the observe read them all
+		return nil
 	}
+	var unread map[model.VSKey]bool
 	for k := range refresh {
+		if r.readTooRecently(k, have[k], now) {
+			if unread == nil {
+				unread = map[model.VSKey]bool{}
+			}
+			unread[k] = true
+			continue
+		}
+		began := r.opt.Now()
 		conns, err := r.opt.Dataplane.Conns(ctx, k)
 		if err != nil {
 			r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
 			continue
 		}
 		r.obs.NoteConns(k, conns)
+		r.noteCountersRead(k, have[k], now, r.opt.Now().Sub(began))
+	}
+	return unread
+}
+
+// counterRead is one read of a virtual server's connection counters: when
+// (the sync's clock) and what it took.
+type counterRead struct {
+	at   time.Time
+	took time.Duration
+}
+
+// pacedReads is how many real servers a virtual server must hold for the
+// reads of its counters to be paced, and readsShare the pace: after a read
+// that took t, the next waits readsShare × t. IPVS lists every real server
+// of a virtual server to give one's counters, so a read of 10,000 takes a
+// large part of a second under emulation; a rolling update's syncs, each
+// with a departed endpoint, would otherwise each read them all. A departed
+// real server left unread waits at weight 0, taking no new connection,
+// for the read that says it has none.
+const (
+	pacedReads = 256
+	readsShare = 10
+)
+
+// readTooRecently tells whether the counters of k (holding have) were read
+// too recently to be read again now.
+func (r *Reconciler) readTooRecently(k model.VSKey, have *model.Service, now time.Time) bool {
+	last, ok := r.countersRead[k]
+	return ok && have != nil && have.Reals.Len() >= pacedReads && now.Sub(last.at) < readsShare*last.took
+}
+
+// noteCountersRead records a read of a large virtual server's counters.
+func (r *Reconciler) noteCountersRead(k model.VSKey, have *model.Service, now time.Time, took time.Duration) {
+	if have == nil || have.Reals.Len() < pacedReads {
+		delete(r.countersRead, k)
+		return
+	}
+	r.countersRead[k] = counterRead{at: now, took: took}
+}
+
+// forgetCounterReads drops the reads of virtual servers no longer wanted.
+func forgetCounterReads(reads map[model.VSKey]counterRead, desired model.State) {
+	for k := range reads {
+		if _, ok := desired.Services[k]; !ok {
+			delete(reads, k)
+		}
+	}
+}
+
+// unreadUnknown is conns, but no counter of a virtual server in unread is
+// known: what the cache holds of it is older than the departures.
+func unreadUnknown(conns func(dataplane.RealRef) (model.Conns, bool), unread map[model.VSKey]bool) func(dataplane.RealRef) (model.Conns, bool) {
+	if len(unread) == 0 {
+		return conns
+	}
+	return func(ref dataplane.RealRef) (model.Conns, bool) {
+		if unread[ref.VS] {
+			return model.Conns{}, false
+		}
+		return conns(ref)
 	}
 }
 
