@@ -11,7 +11,7 @@ PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE    ?= kube-ipvs:$(VERSION)
 DIST     ?= dist/$(VERSION)
 
-.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench bench-quick coldstart conntrack-bench apicost demo vet fmt clean
+.PHONY: all build static static-platforms image image-check image-arm64 release test unit contract agent-vm ipvsadm-vm shim-vm e2e cluster-vm cluster-e2e fault-vm cluster-vm-faults bench bench-quick coldstart conntrack-bench ipvs-ops-bench apicost demo vet fmt clean
 
 all: build
 
@@ -148,6 +148,14 @@ coldstart:
 # it). Prints numbers; minutes under emulation. Not part of `test`.
 conntrack-bench:
 	scripts/conntrack-bench-vm.sh
+
+# What IPVS itself costs per real server operation as a virtual server
+# grows: one endpoint at a time rolled through virtual servers of 1,000 and
+# 10,000 real servers in the VM (BenchmarkRollingRealServer;
+# KUBE_IPVS_ROLL_SIZES to choose), and a read of their counters. Prints
+# numbers; about a minute. Not part of `test`.
+ipvs-ops-bench:
+	scripts/ipvs-ops-bench-vm.sh
 
 # What one node's watch path costs the API server and the node over
 # HTTP/1.1 and HTTP/2, gzip and identity: connections, bytes of the first
