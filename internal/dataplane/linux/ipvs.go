@@ -42,14 +42,14 @@ func (d *Dataplane) dumpServices(ctx context.Context, h *handles) ([]model.Virtu
 	return out, nil
 }
 
-// dumpDests reads the destinations of the service k, one dump, handing
-// each to each as it is decoded.
-func (d *Dataplane) dumpDests(ctx context.Context, h *handles, k model.VSKey, each func(realRead)) error {
+// dumpDests reads the destinations of the service k, one dump on sock,
+// handing each to each as it is decoded.
+func (d *Dataplane) dumpDests(ctx context.Context, sock *socket, k model.VSKey, each func(realRead)) error {
 	af := uint16(unix.AF_INET)
 	if k.IsIPv6() {
 		af = unix.AF_INET6
 	}
-	return h.genl.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, keyRequest(ipvsCmdGetDest, k), func(m netlink.Message) error {
+	return sock.query(ctx, d.ipvsFamily, unix.NLM_F_DUMP, keyRequest(ipvsCmdGetDest, k), func(m netlink.Message) error {
 		return eachEntry(m.Data, cmdAttrDest, func(v []byte) error {
 			r, err := tableDest(v, af)
 			if err == nil {
@@ -99,7 +99,7 @@ func (d *Dataplane) walkIPVS(ctx context.Context, h *handles, sized func(service
 	total := 0
 	for _, vs := range svcs {
 		reals = reals[:0]
-		err := d.dumpDests(ctx, h, vs.Key, func(r realRead) { reals = append(reals, r) })
+		err := d.dumpDests(ctx, h.genl, vs.Key, func(r realRead) { reals = append(reals, r) })
 		if err != nil {
 			return fmt.Errorf("list real servers of %s: %w", vs.Key, err)
 		}
@@ -118,11 +118,15 @@ func keyRequest(cmd uint8, k model.VSKey) []byte {
 	return e.a.b
 }
 
-// Conns reads one service's destinations' counters.
+// Conns reads one service's destinations' counters, on the socket of wide
+// datagrams: the kernel walks the service's destinations from the first
+// again for every datagram it fills, so a read of thousands costs the
+// square of them over the datagram's size. It is asked of the few services
+// whose real servers drain, the largest among them.
 func (d *Dataplane) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
 	out, err := call(ctx, d.calls, "read connections", func(ctx context.Context, h *handles) (map[netip.AddrPort]model.Conns, error) {
 		out := map[netip.AddrPort]model.Conns{}
-		err := d.dumpDests(ctx, h, vs, func(r realRead) { out[r.rs.Addr] = r.c })
+		err := d.dumpDests(ctx, h.genlWide, vs, func(r realRead) { out[r.rs.Addr] = r.c })
 		if err != nil {
 			return nil, destErrs.wrap(err)
 		}

@@ -97,9 +97,10 @@ var _ dataplane.Dataplane = (*Dataplane)(nil)
 type handles struct {
 	// genl carries every IPVS request: batches, dumps, single requests.
 	genl *socket
-	// genlWide carries the dump of every IPVS service alone: its
-	// datagrams are four times genl's (see wideBufSize), which the dumps
-	// of one service's destinations, two per service, would pay for.
+	// genlWide carries the dump of every IPVS service, and the reads of
+	// a draining service's counters: its datagrams are four times genl's
+	// (see wideBufSize), which a whole read's dumps of each service's
+	// destinations, two per service of ten, would pay for.
 	genlWide *socket
 	// rt carries batches of address and route changes.
 	rt *socket

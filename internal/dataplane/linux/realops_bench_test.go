@@ -59,6 +59,7 @@ func BenchmarkRollingRealServer(b *testing.B) {
 			})
 			b.Run("counters", func(b *testing.B) {
 				read := 0
+				before := cpuTime(b)
 				for b.Loop() {
 					conns, err := dp.Conns(b.Context(), r.vs.Key)
 					if err != nil {
@@ -66,6 +67,7 @@ func BenchmarkRollingRealServer(b *testing.B) {
 					}
 					read = len(conns)
 				}
+				b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/read")
 				if read != n {
 					b.Fatalf("read the counters of %d real servers, want %d", read, n)
 				}
