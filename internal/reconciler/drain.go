@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"maps"
 	"net/netip"
 	"time"
 
@@ -87,11 +88,17 @@ func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort) bool {
 	return true
 }
 
-// forgetDrains drops drain records of virtual servers that are gone.
-func forgetDrains(since map[dataplane.RealRef]time.Time, desired model.State) {
-	for ref := range since {
-		if _, ok := desired.Services[ref.VS]; !ok {
-			delete(since, ref)
-		}
-	}
+// forgetGone drops the records in m of virtual servers no longer desired;
+// vs names the virtual server of a record's key. The drains and the
+// counters' reads are kept per virtual server and let go of alike.
+func forgetGone[K comparable, V any](m map[K]V, desired model.State, vs func(K) model.VSKey) {
+	maps.DeleteFunc(m, func(k K, _ V) bool {
+		_, ok := desired.Services[vs(k)]
+		return !ok
+	})
 }
+
+// realVS and itself name the virtual server of a drain's and of a read's
+// record (forgetGone).
+func realVS(ref dataplane.RealRef) model.VSKey { return ref.VS }
+func itself(k model.VSKey) model.VSKey         { return k }

@@ -176,8 +176,8 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 		desired: desired, observed: observed, conns: unreadUnknown(r.obs.Conn, unread), since: r.drains,
 		timeout: r.drainTimeout, now: st.Time,
 	})
-	forgetDrains(r.drains, r.desired.state)
-	forgetCounterReads(r.countersRead, r.desired.state)
+	forgetGone(r.drains, r.desired.state, realVS)
+	forgetGone(r.countersRead, r.desired.state, itself)
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
 	}
@@ -554,15 +554,6 @@ func (r *Reconciler) noteCountersRead(k model.VSKey, have *model.Service, now ti
 		return
 	}
 	r.countersRead[k] = counterRead{at: now, took: took}
-}
-
-// forgetCounterReads drops the reads of virtual servers no longer wanted.
-func forgetCounterReads(reads map[model.VSKey]counterRead, desired model.State) {
-	for k := range reads {
-		if _, ok := desired.Services[k]; !ok {
-			delete(reads, k)
-		}
-	}
 }
 
 // unreadUnknown is conns, but no counter of a virtual server in unread is
