@@ -54,7 +54,8 @@ func TestReadBound(t *testing.T) {
 	defer cancelMine()
 	ctx, cancel2 := d.readContext(mine)
 	defer cancel2()
-	if got, _ := ctx.Deadline(); got != func() time.Time { d, _ := mine.Deadline(); return d }() {
-		t.Errorf("a read's own deadline was replaced by %v", got)
+	want, _ := mine.Deadline()
+	if got, _ := ctx.Deadline(); got != want {
+		t.Errorf("a read's own deadline %v was replaced by %v", want, got)
 	}
 }
