@@ -15,9 +15,24 @@ type drainInput struct {
 	observed model.State                                 // the scoped observed state
 	conns    func(dataplane.RealRef) (model.Conns, bool) // a real server's counters, if known
 	since    map[dataplane.RealRef]time.Time             // when each drain started; updated in place
-	timeout  func(model.VSKey) time.Duration
-	now      time.Time
+	// idle are the real servers whose drain ended that the budget kept;
+	// updated in place (only when budget is set).
+	idle    map[dataplane.RealRef]bool
+	budget  int // most real servers a sync deletes from one virtual server at a drain's end; 0: no limit
+	timeout func(model.VSKey) time.Duration
+	now     time.Time
 }
+
+// drainDeletes is the budget of a sync: the most real servers whose drain
+// ended it deletes from one virtual server. A large Service's counters are
+// read at a pace (pacedReads), so a rolling update's departures end their
+// drains in batches of a thousand and more at a read; deleted at once,
+// each such sync keeps the next endpoint changes waiting for seconds,
+// every IPVS command walking the virtual server's list. Kept beyond the
+// budget, they wait at weight 0 for the next syncs: a real server at
+// weight 0 takes no new connection (expire_quiescent_template ends its
+// persistence too), so one read idle stays idle.
+const drainDeletes = 256
 
 // drain decides the fate of real servers that left their Service while the
 // virtual server stays (KEP-1669): a TCP/SCTP real server is kept
@@ -33,13 +48,16 @@ func drain(in drainInput) (draining int) {
 			continue
 		}
 		var keep []model.RealServer
+		left := in.budget
 		eachReal(want.Reals, have.Reals, func(rs model.RealServer, wanted bool) {
 			addr := rs.Addr
 			if wanted {
-				delete(in.since, dataplane.RealRef{VS: k, RS: addr})
+				ref := dataplane.RealRef{VS: k, RS: addr}
+				delete(in.since, ref)
+				delete(in.idle, ref)
 				return
 			}
-			if keepDraining(in, k, addr) {
+			if keepDraining(in, k, addr, &left) {
 				keep = append(keep, model.RealServer{Addr: addr, Weight: 0, Forward: rs.Forward})
 			}
 		})
@@ -68,8 +86,11 @@ func eachReal(want, have model.Reals, fn func(rs model.RealServer, wanted bool))
 }
 
 // keepDraining tells whether a departed real server stays at weight 0 now,
-// recording when its drain began.
-func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort) bool {
+// recording when its drain began. One whose drain ended goes while the
+// virtual server's budget (left, with in.budget set) lasts; past it, it
+// is kept, marked idle. A UDP real server goes at once, whatever the
+// budget: its flows must move to the endpoints that remain now.
+func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort, left *int) bool {
 	ref := dataplane.RealRef{VS: k, RS: addr}
 	if k.Proto == model.UDP {
 		delete(in.since, ref)
@@ -80,17 +101,32 @@ func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort) bool {
 		start = in.now
 		in.since[ref] = start
 	}
-	conns, known := in.conns(ref)
-	if (known && conns.Total() == 0) || in.now.Sub(start) >= in.timeout(k) {
-		delete(in.since, ref)
-		return false
+	if !in.idle[ref] && !drained(in, k, ref, start) {
+		return true
 	}
-	return true
+	if in.budget > 0 {
+		if *left == 0 {
+			in.idle[ref] = true
+			return true
+		}
+		*left--
+	}
+	delete(in.since, ref)
+	delete(in.idle, ref)
+	return false
+}
+
+// drained tells whether ref's drain has ended: no connection left, or its
+// drain timeout passed.
+func drained(in drainInput, k model.VSKey, ref dataplane.RealRef, start time.Time) bool {
+	conns, known := in.conns(ref)
+	return (known && conns.Total() == 0) || in.now.Sub(start) >= in.timeout(k)
 }
 
 // forgetGone drops the records in m of virtual servers no longer desired;
-// vs names the virtual server of a record's key. The drains and the
-// counters' reads are kept per virtual server and let go of alike.
+// vs names the virtual server of a record's key. The drains, the idle
+// real servers and the counters' reads are kept per virtual server and let
+// go of alike.
 func forgetGone[K comparable, V any](m map[K]V, desired model.State, vs func(K) model.VSKey) {
 	maps.DeleteFunc(m, func(k K, _ V) bool {
 		_, ok := desired.Services[vs(k)]

@@ -97,6 +97,9 @@ type Reconciler struct {
 	desired desiredSet
 	memos   endpointMemos
 	drains  map[dataplane.RealRef]time.Time
+	// idle are the drained real servers the delete budget keeps at weight
+	// 0 for a later sync (drainDeletes).
+	idle map[dataplane.RealRef]bool
 	// countersRead is when each large virtual server's connection counters
 	// were last read and what the read took (see pacedReads).
 	countersRead map[model.VSKey]counterRead
@@ -170,6 +173,7 @@ func New(opt Options) *Reconciler {
 		desired:      newDesiredSet(),
 		memos:        endpointMemos{},
 		drains:       map[dataplane.RealRef]time.Time{},
+		idle:         map[dataplane.RealRef]bool{},
 		countersRead: map[model.VSKey]counterRead{},
 		failing:      map[model.ServiceName]*failure{},
 		strays:       map[strayKey]*failure{},

@@ -174,9 +174,10 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	desired, observed := r.scoped(scope, st.Full)
 	st.Draining = drain(drainInput{
 		desired: desired, observed: observed, conns: unreadUnknown(r.obs.Conn, unread), since: r.drains,
-		timeout: r.drainTimeout, now: st.Time,
+		idle: r.idle, budget: drainDeletes, timeout: r.drainTimeout, now: st.Time,
 	})
 	forgetGone(r.drains, r.desired.state, realVS)
+	forgetGone(r.idle, r.desired.state, realVS)
 	forgetGone(r.countersRead, r.desired.state, itself)
 	if st.Draining > 0 {
 		st.Requeue = drainRecheck
