@@ -63,6 +63,10 @@ func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.
 		t.Error = err.Error()
 		return t
 	}
+	ipvsTool := name != result.KubeProxyNFT
+	if ipvsTool {
+		settleTrash(name)
+	}
 	if err := cniMasquerade(); err != nil {
 		t.Error = err.Error()
 		return t
@@ -109,6 +113,9 @@ func measure(s settings, plan protocol.Plan, name string, pn *podNet) (t result.
 		t.Log, t.LogErrors = logSummary(logf.Name(), s.logLines)
 		if err := cleanKernel(); err != nil {
 			fmt.Printf("bench-guest: after %s: %v\n", name, err)
+		}
+		if ipvsTool {
+			ipvsStopped = time.Now()
 		}
 	}()
 	fmt.Printf("bench-guest: %s: started (%s)\n", name, strings.Join(argv, " "))
