@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kube-ipvs/kube-ipvs/internal/dataplane"
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
@@ -54,7 +55,11 @@ func TestDrainEndsWithinABudgetASync(t *testing.T) {
 	}
 
 	// One of them back in the slice is served again, not deleted.
-	back := "10.128.1.10" // the 261st: past the first two budgets in address order
+	back := "10.128.2.21" // the 521st in address order: past both budgets
+	ref := dataplane.RealRef{VS: tcp, RS: netip.MustParseAddrPort(back + ":8080")}
+	if !r.rec.idle[ref] || !strings.Contains(ipvsDump(r.fake.Dump()), "-r "+back+":8080 -m -w 0") {
+		t.Fatalf("%s before it comes back: idle %v, kernel:\n%s", back, r.rec.idle[ref], ipvsDump(r.fake.Dump()))
+	}
 	r.store.SetSlice(slice("tcp", corev1.ProtocolTCP, 8080, ready("10.128.0.1"), ready(back)))
 	r.clock.advance(drainRecheck)
 	st = r.sync(false)
