@@ -72,6 +72,14 @@ func drain(in drainInput) (draining int) {
 	return draining
 }
 
+// drainKept drains desired against observed on the reconciler's own
+// records (the drains' starts, the idle ones, the delete budget), as every
+// sync that applies does; conns gives the counters known now.
+func (r *Reconciler) drainKept(desired, observed model.State, conns func(dataplane.RealRef) (model.Conns, bool), now time.Time) int {
+	return drain(drainInput{desired: desired, observed: observed, conns: conns, since: r.drains,
+		idle: r.idle, budget: drainDeletes, timeout: r.drainTimeout, now: now})
+}
+
 // eachReal calls fn with every real server of have, in address order,
 // telling whether want lists its address too: both lists are walked side
 // by side, a comparison per real server rather than a search.

@@ -172,10 +172,7 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.touched = scope
 	unread := r.addDraining(ctx, scope, st.Full, st.Time)
 	desired, observed := r.scoped(scope, st.Full)
-	st.Draining = drain(drainInput{
-		desired: desired, observed: observed, conns: unreadUnknown(r.obs.Conn, unread), since: r.drains,
-		idle: r.idle, budget: drainDeletes, timeout: r.drainTimeout, now: st.Time,
-	})
+	st.Draining = r.drainKept(desired, observed, unreadUnknown(r.obs.Conn, unread), st.Time)
 	forgetGone(r.drains, r.desired.state, realVS)
 	forgetGone(r.idle, r.desired.state, realVS)
 	forgetGone(r.countersRead, r.desired.state, itself)
