@@ -11,10 +11,10 @@ import (
 
 // drainInput is what the drain decision needs; all values, no kernel.
 type drainInput struct {
-	desired  model.State                                 // the scoped desired state; changed in place (cloned services)
-	observed model.State                                 // the scoped observed state
-	conns    func(dataplane.RealRef) (model.Conns, bool) // a real server's counters, if known
-	since    map[dataplane.RealRef]time.Time             // when each drain started; updated in place
+	desired  model.State                     // the scoped desired state; changed in place (cloned services)
+	observed model.State                     // the scoped observed state
+	conns    countersSince                   // a real server's counters, if read since its drain began
+	since    map[dataplane.RealRef]time.Time // when each drain started; updated in place
 	// idle are the real servers whose drain ended that the budget kept;
 	// updated in place (only when budget is set).
 	idle    map[dataplane.RealRef]bool
@@ -75,7 +75,7 @@ func drain(in drainInput) (draining int) {
 // drainKept drains desired against observed on the reconciler's own
 // records (the drains' starts, the idle ones, the delete budget), as every
 // sync that applies does; conns gives the counters known now.
-func (r *Reconciler) drainKept(desired, observed model.State, conns func(dataplane.RealRef) (model.Conns, bool), now time.Time) int {
+func (r *Reconciler) drainKept(desired, observed model.State, conns countersSince, now time.Time) int {
 	return drain(drainInput{desired: desired, observed: observed, conns: conns, since: r.drains,
 		idle: r.idle, budget: drainDeletes, timeout: r.drainTimeout, now: now})
 }
@@ -127,8 +127,19 @@ func keepDraining(in drainInput, k model.VSKey, addr netip.AddrPort, left *int) 
 // drained tells whether ref's drain has ended: no connection left, or its
 // drain timeout passed.
 func drained(in drainInput, k model.VSKey, ref dataplane.RealRef, start time.Time) bool {
-	conns, known := in.conns(ref)
+	conns, known := in.conns(ref, start)
 	return (known && conns.Total() == 0) || in.now.Sub(start) >= in.timeout(k)
+}
+
+// countersSince gives a real server's connection counters if they were
+// read since its drain began (since): a read taken while it still had
+// its weight may have been followed by new connections.
+type countersSince func(ref dataplane.RealRef, since time.Time) (model.Conns, bool)
+
+// readNow is a countersSince for counters read in the sync that asks,
+// before it applies anything: new to every drain it decides.
+func readNow(conns func(dataplane.RealRef) (model.Conns, bool)) countersSince {
+	return func(ref dataplane.RealRef, _ time.Time) (model.Conns, bool) { return conns(ref) }
 }
 
 // forgetGone drops the records in m of virtual servers no longer desired;

@@ -18,7 +18,7 @@ import (
 // with no new read of the counters: they were read idle at weight 0. A
 // UDP Service's departed real servers all go at once.
 func TestDrainEndsWithinABudgetASync(t *testing.T) {
-	r := newRig(t)
+	r := newTimedRig(t)
 	const n = 2*drainDeletes + 10
 	for _, proto := range []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP} {
 		name := strings.ToLower(string(proto))
@@ -36,13 +36,19 @@ func TestDrainEndsWithinABudgetASync(t *testing.T) {
 	}
 	r.clock.advance(time.Second)
 	st := r.sync(false)
-	tcp := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
-	if live, zero := reals(r, "-t"); live != 1 || zero != n-1-drainDeletes || st.Draining != zero || st.Requeue != drainRecheck {
-		t.Fatalf("TCP after the departures: %d live, %d at weight 0, %d draining, requeue %v; want 1, %d, the same, %v",
-			live, zero, st.Draining, st.Requeue, n-1-drainDeletes, drainRecheck)
-	}
 	if live, zero := reals(r, "-u"); live != 1 || zero != 0 {
 		t.Fatalf("UDP after the departures: %d live, %d at weight 0; want 1, 0", live, zero)
+	}
+	// The TCP ones wait for the read behind that sync, all of them.
+	if live, zero := reals(r, "-t"); live != 1 || zero != n-1 || st.Draining != zero {
+		t.Fatalf("TCP after the departures: %d live, %d at weight 0, %d draining; want 1, %d, the same", live, zero, st.Draining, n-1)
+	}
+	r.clock.advance(drainRecheck)
+	st = r.sync(false)
+	tcp := model.NewVSKey(model.TCP, netip.MustParseAddr("10.96.0.10"), 80)
+	if live, zero := reals(r, "-t"); live != 1 || zero != n-1-drainDeletes || st.Draining != zero || st.Requeue != drainRecheck {
+		t.Fatalf("TCP after the read: %d live, %d at weight 0, %d draining, requeue %v; want 1, %d, the same, %v",
+			live, zero, st.Draining, st.Requeue, n-1-drainDeletes, drainRecheck)
 	}
 
 	// The kept ones need no read: with the counters held off by the

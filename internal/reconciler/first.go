@@ -54,7 +54,7 @@ func (r *Reconciler) serveFirst(ctx context.Context, node *corev1.Node, now time
 	desired, observed := r.scoped(scope, false)
 	// The start's read has every real server's connections: one that left
 	// drains as in any sync.
-	r.drainKept(desired, observed, r.obs.Conn, now)
+	r.drainKept(desired, observed, readNow(r.obs.Conn), now)
 	passes, _ := r.passes(desired, observed, false) // refusals: the whole plan says them
 	out := r.apply(ctx, passes, now)
 	r.log.Info("served first", zap.Stringers("services", served), zap.Int("ops", out.planned),

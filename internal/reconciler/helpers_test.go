@@ -78,6 +78,33 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
+// newTimedRig is newRig whose kernel takes time (callsTakeTime): the
+// rig's clock otherwise stands still within a sync, and a read of the
+// counters behind its operations would begin at its start.
+func newTimedRig(t testing.TB) *rig {
+	r := newRig(t)
+	r.tweak = func(o *Options) { o.Dataplane = callsTakeTime{r.fake, r.clock} }
+	r.restart()
+	return r
+}
+
+// callsTakeTime is the fake kernel whose applies and reads of connection
+// counters move the clock on by a microsecond each, as on a real node.
+type callsTakeTime struct {
+	*fake.Fake
+	clock *clock
+}
+
+func (d callsTakeTime) Apply(ctx context.Context, ops []model.Op) []error {
+	defer d.clock.advance(time.Microsecond)
+	return d.Fake.Apply(ctx, ops)
+}
+
+func (d callsTakeTime) Conns(ctx context.Context, vs model.VSKey) (map[netip.AddrPort]model.Conns, error) {
+	defer d.clock.advance(time.Microsecond)
+	return d.Fake.Conns(ctx, vs)
+}
+
 // recorder collects the warnings a reconciler reports.
 type recorder struct{ warnings []string }
 

@@ -25,7 +25,7 @@ func (r *Reconciler) Diff(ctx context.Context) ([]model.Op, error) {
 	}
 	desired := v.Desired()
 	drain(drainInput{
-		desired: desired, observed: obs.State, conns: func(ref dataplane.RealRef) (model.Conns, bool) { n, ok := obs.Conns[ref]; return n, ok },
+		desired: desired, observed: obs.State, conns: readNow(func(ref dataplane.RealRef) (model.Conns, bool) { n, ok := obs.Conns[ref]; return n, ok }),
 		since: maps.Clone(v.drains), timeout: v.drainTimeout(r.opt.Translate.DrainTimeout), now: r.opt.Now(),
 	})
 	return plan.Diff(desired, obs.State, r.ownerOf(obs.State, r.publishedReserved(), r.publishedNodePorts(), r.NodePortAddrs())), nil

@@ -12,13 +12,15 @@ import (
 	"github.com/kube-ipvs/kube-ipvs/internal/model"
 )
 
-// The connection counters of a large virtual server are read at most once
-// per readsShare times the last read's time: an endpoint that leaves
-// sooner waits at weight 0, taking no new connection, and the sync asks
-// to be run again; the read that comes once the pace allows it removes it.
-// A small virtual server's counters are read in every sync that needs them.
-func TestLargeVirtualServersCountersReadAtAPace(t *testing.T) {
-	r := newRig(t)
+// The connection counters of a large virtual server are read behind a
+// sync's operations, at most once per readsShare times the last read's
+// time: an endpoint that leaves waits at weight 0, taking no new
+// connection, for a read begun after it left, and the sync asks to be run
+// again; the sync after that read removes it. A read from before it left
+// does not: it had its weight then. A small virtual server's counters are
+// read in every sync that needs them, before its operations.
+func TestLargeVirtualServersCountersReadBehindAtAPace(t *testing.T) {
+	r := newTimedRig(t)
 	r.store.SetService(service("big", "10.96.0.10", corev1.ProtocolTCP, 80))
 	var eps []endpoint
 	for i := range pacedReads + 2 {
@@ -48,22 +50,41 @@ func TestLargeVirtualServersCountersReadAtAPace(t *testing.T) {
 		return "gone"
 	}
 
-	// The first departure is read at once: gone.
-	if leave("10.128.0.1"); holds("10.128.0.1") != "gone" {
-		t.Fatalf("first departed real server: %s, want gone", holds("10.128.0.1"))
+	stays := func(addr string) {
+		t.Helper()
+		r.clock.advance(time.Second)
+		if st := r.sync(false); holds(addr) != "-w 0" || st.Draining != 1 || st.Requeue != drainRecheck {
+			t.Fatalf("%s: %s, %d draining, requeue %v; want -w 0, 1, %v", addr, holds(addr), st.Draining, st.Requeue, drainRecheck)
+		}
 	}
-	// A read that took a second a second ago holds the next one off.
-	r.rec.countersRead[k] = counterRead{at: r.clock.now().Add(-time.Second), took: time.Second}
-	st := leave("10.128.0.2")
-	if got := holds("10.128.0.2"); got != "-w 0" || st.Draining != 1 || st.Requeue != drainRecheck {
-		t.Fatalf("departed within the pace: %s, %d draining, requeue %v; want -w 0, 1, %v", got, st.Draining, st.Requeue, drainRecheck)
-	}
-	r.clock.advance(readsShare * time.Second)
-	if st := r.sync(false); holds("10.128.0.2") != "gone" || st.Draining != 0 {
-		t.Fatalf("after the pace: %s, %d draining; want gone, 0", holds("10.128.0.2"), st.Draining)
+	goes := func(addr string) {
+		t.Helper()
+		r.clock.advance(time.Second)
+		if st := r.sync(false); holds(addr) != "gone" || st.Draining != 0 {
+			t.Fatalf("%s: %s, %d draining; want gone, 0", addr, holds(addr), st.Draining)
+		}
 	}
 
-	// Below pacedReads real servers, no read is held off.
+	// The first departure waits for the read behind its sync, and goes
+	// in the next; so does the second, whose counters (none) the first's
+	// read saw while it had its weight.
+	for _, addr := range []string{"10.128.0.1", "10.128.0.2"} {
+		if st := leave(addr); holds(addr) != "-w 0" || st.Draining != 1 {
+			t.Fatalf("%s as it leaves: %s, %d draining; want -w 0, 1", addr, holds(addr), st.Draining)
+		}
+		goes(addr)
+	}
+	// A read that took a second a second ago holds the next one off,
+	// through the syncs within its pace.
+	r.rec.countersRead[k] = counterRead{at: r.clock.now().Add(-time.Second), took: time.Second}
+	leave("10.128.0.3")
+	stays("10.128.0.3")
+	r.clock.advance(readsShare * time.Second)
+	stays("10.128.0.3") // the read now, behind this sync
+	goes("10.128.0.3")
+
+	// Below pacedReads real servers the counters are read before the
+	// sync's operations, pace or not: a departed one with none goes at once.
 	eps = eps[:pacedReads-1]
 	r.store.SetSlice(slice("big", corev1.ProtocolTCP, 8080, eps...))
 	r.clock.advance(time.Second)

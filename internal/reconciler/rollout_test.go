@@ -39,6 +39,12 @@ type rollout struct {
 	// none).
 	gone   map[netip.AddrPort]int
 	linger int
+	// behind says the virtual server is large (pacedReads): its counters
+	// are read behind a sync's operations, so a removed real server waits
+	// at weight 0 for the read after its removal, and goes a sync later
+	// than a small one's. leaving are those, the step's.
+	behind  bool
+	leaving map[netip.AddrPort]bool
 }
 
 type rolloutPod struct {
@@ -50,7 +56,7 @@ type rolloutPod struct {
 // newRollout is a Service of size ready endpoints in slices of
 // rolloutSliceSize.
 func newRollout(svc string, size, batch int) *rollout {
-	ro := &rollout{svc: svc, batch: batch, gone: map[netip.AddrPort]int{}}
+	ro := &rollout{svc: svc, batch: batch, gone: map[netip.AddrPort]int{}, leaving: map[netip.AddrPort]bool{}}
 	for i := range size {
 		if i%rolloutSliceSize == 0 {
 			ro.slots = append(ro.slots, nil)
@@ -87,6 +93,7 @@ func (ro *rollout) slot(i int) *rolloutPod {
 // changed, in order. Removed pods with connections (linger) are noted in
 // gone.
 func (ro *rollout) step() []int {
+	clear(ro.leaving)
 	var touched []int
 	touch := func(i int) {
 		if j := (i % ro.size()) / rolloutSliceSize; !slices.Contains(touched, j) {
@@ -100,6 +107,8 @@ func (ro *rollout) step() []int {
 		p := ro.slot(i)
 		if ro.linger > 0 && p.addr.Addr().As4()[3]%7 == 0 {
 			ro.gone[p.addr] = ro.linger
+		} else {
+			ro.leave(p.addr)
 		}
 		*p = ro.newPod()
 		touch(i)
@@ -143,10 +152,20 @@ func (ro *rollout) sliceObj(j int) *discoveryv1.EndpointSlice {
 	return s
 }
 
+// leave notes a removed real server with no connection open: a large
+// virtual server's waits at weight 0 through the step.
+func (ro *rollout) leave(a netip.AddrPort) {
+	if ro.behind {
+		ro.leaving[a] = true
+	}
+}
+
 // wantReals is the kernel's table for the Service's virtual server as the
 // rules say it must be now: every ready endpoint at weight 1, every
 // terminating one at weight 0 (there are ready ones), every removed one
-// with a connection open at weight 0 while it drains, sorted by address.
+// with a connection open at weight 0 while it drains, and a large virtual
+// server's removed ones at weight 0 for the step they leave in, sorted by
+// address.
 // With local, only this node's endpoints count (internalTrafficPolicy
 // Local) and a removed one drains only if it was this node's.
 func (ro *rollout) wantReals(vs string, local bool) string {
@@ -168,6 +187,12 @@ func (ro *rollout) wantReals(vs string, local bool) string {
 		}
 	}
 	for a := range ro.gone {
+		if local && !ro.onNodeA(a) {
+			continue
+		}
+		all = append(all, rs{a, 0})
+	}
+	for a := range ro.leaving {
 		if local && !ro.onNodeA(a) {
 			continue
 		}
@@ -215,6 +240,7 @@ func (ro *rollout) age(r *rig, vs model.VSKey) {
 		if n--; n == 0 {
 			r.fake.SetConns(ref, model.Conns{})
 			delete(ro.gone, a)
+			ro.leave(a)
 			continue
 		}
 		ro.gone[a] = n
@@ -244,9 +270,14 @@ func TestRollingUpdateOfALargeService(t *testing.T) {
 		{name: "local policy", size: 500, batch: 10, local: true, linger: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
+			r := newTimedRig(t)
 			ro := newRollout("big", tc.size, tc.batch)
 			ro.linger = tc.linger
+			reals := tc.size
+			if tc.local {
+				reals /= 10 // node-a's endpoints
+			}
+			ro.behind = reals >= pacedReads
 			svc := service("big", "10.96.0.10", corev1.ProtocolTCP, 80)
 			if tc.local {
 				svc.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
@@ -276,8 +307,10 @@ func TestRollingUpdateOfALargeService(t *testing.T) {
 				}
 			}
 			// Nothing left to do: a sync with no change plans nothing.
-			for len(ro.gone) > 0 {
+			for len(ro.gone) > 0 || len(ro.leaving) > 0 {
+				clear(ro.leaving)
 				ro.age(r, vs)
+				r.clock.advance(100 * time.Millisecond)
 				r.sync(false)
 			}
 			if st := r.sync(false); st.Ops != 0 {

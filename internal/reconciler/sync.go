@@ -115,6 +115,7 @@ func (r *Reconciler) Sync(ctx context.Context, full bool) (Status, error) {
 	// sync.
 	if ctx.Err() == nil {
 		r.clearConntrack(ctx, &st)
+		r.readBehind(ctx)
 	}
 	return r.finish(st, err)
 }
@@ -170,9 +171,9 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.reserved = reserved
 	st.Checked = st.Full || (r.folded != nil && !r.folded.Partial())
 	r.touched = scope
-	unread := r.addDraining(ctx, scope, st.Full, st.Time)
+	behind := r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
-	st.Draining = r.drainKept(desired, observed, unreadUnknown(r.obs.Conn, unread), st.Time)
+	st.Draining = r.drainKept(desired, observed, r.knownSince(behind), st.Time)
 	forgetGone(r.drains, r.desired.state, realVS)
 	forgetGone(r.idle, r.desired.state, realVS)
 	forgetGone(r.countersRead, r.desired.state, itself)
@@ -477,11 +478,12 @@ func (r *Reconciler) scoped(scope plan.Scope, full bool) (desired, observed mode
 }
 
 // addDraining widens an incremental scope to the virtual servers with real
-// servers still draining, and refreshes their connection counters (a full
-// sync has them from the observe), but those of a large virtual server
-// read too recently (pacedReads): it returns those, whose departed real
-// servers wait at weight 0 for a read.
-func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool, now time.Time) map[model.VSKey]bool {
+// servers still draining, and refreshes the connection counters of the
+// small ones (a full sync has them all from the observe). A large virtual
+// server's counters are read behind the sync's operations (readBehind):
+// addDraining returns those, whose counters count for a drain only if
+// read after it began (knownSince).
+func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool) map[model.VSKey]bool {
 	refresh := map[model.VSKey]bool{}
 	for ref := range r.drains {
 		scope.Keys[ref.VS] = struct{}{}
@@ -497,74 +499,105 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 		clear(r.countersRead) // the observe read them all
 		return nil
 	}
-	var unread map[model.VSKey]bool
+	var behind map[model.VSKey]bool
 	for k := range refresh {
-		if r.readTooRecently(k, have[k], now) {
-			if unread == nil {
-				unread = map[model.VSKey]bool{}
+		if large(have[k]) {
+			if behind == nil {
+				behind = map[model.VSKey]bool{}
 			}
-			unread[k] = true
+			behind[k] = true
 			continue
 		}
-		began := r.opt.Now()
-		conns, err := r.opt.Dataplane.Conns(ctx, k)
-		if err != nil {
-			r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
-			continue
-		}
-		r.obs.NoteConns(k, conns)
-		r.noteCountersRead(k, have[k], now, r.opt.Now().Sub(began))
+		r.readCounters(ctx, k)
 	}
-	return unread
+	return behind
 }
 
-// counterRead is one read of a virtual server's connection counters: when
-// (the sync's clock) and what it took.
+// readBehind reads, after a sync's operations, the counters of the large
+// virtual servers with real servers draining, but of one read too
+// recently (readTooRecently). Read there, a read of 10,000 real servers
+// (a large part of a second under emulation) holds back no change of the
+// sync it is in: the changes are in the kernel before it begins, and the
+// real servers they set to weight 0 are read at it. The next sync ends
+// the drains it finds over.
+func (r *Reconciler) readBehind(ctx context.Context) {
+	have := r.obs.State().Services
+	seen := map[model.VSKey]bool{}
+	for ref := range r.drains {
+		k := ref.VS
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if large(have[k]) && !r.readTooRecently(k, r.opt.Now()) {
+			r.readCounters(ctx, k)
+		}
+	}
+}
+
+// readCounters reads the connection counters of k into the cache, and
+// records the read of a large virtual server: when it began and what it
+// took.
+func (r *Reconciler) readCounters(ctx context.Context, k model.VSKey) {
+	began := r.opt.Now()
+	conns, err := r.opt.Dataplane.Conns(ctx, k)
+	if err != nil {
+		r.log.Warn("read connection counters", zap.Stringer("vs", k), zap.Error(err))
+		return
+	}
+	r.obs.NoteConns(k, conns)
+	if !large(r.obs.State().Services[k]) {
+		delete(r.countersRead, k)
+		return
+	}
+	r.countersRead[k] = counterRead{at: began, took: r.opt.Now().Sub(began)}
+}
+
+// counterRead is one read of a large virtual server's connection
+// counters: when it began and what it took.
 type counterRead struct {
 	at   time.Time
 	took time.Duration
 }
 
-// pacedReads is how many real servers a virtual server must hold for the
-// reads of its counters to be paced, and readsShare the pace: after a read
-// that took t, the next waits readsShare × t. IPVS lists every real server
-// of a virtual server to give one's counters, so a read of 10,000 takes a
-// large part of a second under emulation; a rolling update's syncs, each
-// with a departed endpoint, would otherwise each read them all. A departed
-// real server left unread waits at weight 0, taking no new connection,
-// for the read that says it has none.
+// pacedReads is how many real servers make a virtual server large: its
+// counters are read behind the sync's operations (readBehind), at most
+// once per readsShare times the last read's time. IPVS lists every real
+// server of a virtual server to give one's counters, so a read of 10,000
+// takes a large part of a second under emulation; a rolling update's
+// syncs, each with a departed endpoint, would otherwise each read them
+// all before applying anything. A departed real server of a large
+// virtual server waits at weight 0, taking no new connection, for the
+// read that says it has none.
 const (
 	pacedReads = 256
 	readsShare = 10
 )
 
-// readTooRecently tells whether the counters of k (holding have) were read
-// too recently to be read again now.
-func (r *Reconciler) readTooRecently(k model.VSKey, have *model.Service, now time.Time) bool {
+// large tells whether a virtual server holding have is large (pacedReads).
+func large(have *model.Service) bool { return have != nil && have.Reals.Len() >= pacedReads }
+
+// readTooRecently tells whether the counters of k were read too recently
+// to be read again at now.
+func (r *Reconciler) readTooRecently(k model.VSKey, now time.Time) bool {
 	last, ok := r.countersRead[k]
-	return ok && have != nil && have.Reals.Len() >= pacedReads && now.Sub(last.at) < readsShare*last.took
+	return ok && now.Sub(last.at) < readsShare*last.took
 }
 
-// noteCountersRead records a read of a large virtual server's counters.
-func (r *Reconciler) noteCountersRead(k model.VSKey, have *model.Service, now time.Time, took time.Duration) {
-	if have == nil || have.Reals.Len() < pacedReads {
-		delete(r.countersRead, k)
-		return
-	}
-	r.countersRead[k] = counterRead{at: now, took: took}
-}
-
-// unreadUnknown is conns, but no counter of a virtual server in unread is
-// known: what the cache holds of it is older than the departures.
-func unreadUnknown(conns func(dataplane.RealRef) (model.Conns, bool), unread map[model.VSKey]bool) func(dataplane.RealRef) (model.Conns, bool) {
-	if len(unread) == 0 {
-		return conns
-	}
-	return func(ref dataplane.RealRef) (model.Conns, bool) {
-		if unread[ref.VS] {
-			return model.Conns{}, false
+// knownSince gives the counters the cache holds, but those of a virtual
+// server in behind only if its last read began after the drain asking
+// (since): an older read was taken while the real server had its weight,
+// and new connections may have come since. The instants are the clock's:
+// the drain's is its sync's start, before that sync applies anything, the
+// read's is the clock's when it began, after it.
+func (r *Reconciler) knownSince(behind map[model.VSKey]bool) countersSince {
+	return func(ref dataplane.RealRef, since time.Time) (model.Conns, bool) {
+		if behind[ref.VS] {
+			if last, ok := r.countersRead[ref.VS]; !ok || !since.Before(last.at) {
+				return model.Conns{}, false
+			}
 		}
-		return conns(ref)
+		return r.obs.Conn(ref)
 	}
 }
 
