@@ -514,7 +514,7 @@ func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full boo
 }
 
 // readBehind reads, after a sync's operations, the counters of the large
-// virtual servers with real servers draining, but of one read too
+// virtual servers with real servers draining, except those read too
 // recently (readTooRecently). Read there, a read of 10,000 real servers
 // (a large part of a second under emulation) holds back no change of the
 // sync it is in: the changes are in the kernel before it begins, and the
@@ -589,7 +589,9 @@ func (r *Reconciler) readTooRecently(k model.VSKey, now time.Time) bool {
 // (since): an older read was taken while the real server had its weight,
 // and new connections may have come since. The instants are the clock's:
 // the drain's is its sync's start, before that sync applies anything, the
-// read's is the clock's when it began, after it.
+// read's is the clock's when it began, after it. Compared strictly, a
+// clock that has not moved between them makes the drain wait for a later
+// read, never trust an earlier one.
 func (r *Reconciler) knownSince(behind map[model.VSKey]bool) countersSince {
 	return func(ref dataplane.RealRef, since time.Time) (model.Conns, bool) {
 		if behind[ref.VS] {
