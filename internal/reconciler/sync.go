@@ -171,9 +171,9 @@ func (r *Reconciler) plan(ctx context.Context, st *Status, synced bool, node *co
 	r.reserved = reserved
 	st.Checked = st.Full || (r.folded != nil && !r.folded.Partial())
 	r.touched = scope
-	behind := r.addDraining(ctx, scope, st.Full)
+	r.addDraining(ctx, scope, st.Full)
 	desired, observed := r.scoped(scope, st.Full)
-	st.Draining = r.drainKept(desired, observed, r.knownSince(behind), st.Time)
+	st.Draining = r.drainKept(desired, observed, r.knownSince(st.Full), st.Time)
 	forgetGone(r.drains, r.desired.state, realVS)
 	forgetGone(r.idle, r.desired.state, realVS)
 	forgetGone(r.countersRead, r.desired.state, itself)
@@ -480,37 +480,28 @@ func (r *Reconciler) scoped(scope plan.Scope, full bool) (desired, observed mode
 // addDraining widens an incremental scope to the virtual servers with real
 // servers still draining, and refreshes the connection counters of the
 // small ones (a full sync has them all from the observe). A large virtual
-// server's counters are read behind the sync's operations (readBehind):
-// addDraining returns those, whose counters count for a drain only if
-// read after it began (knownSince).
-func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool) map[model.VSKey]bool {
-	refresh := map[model.VSKey]bool{}
+// server's counters are read behind the sync's operations (readBehind),
+// and count for a drain only if read after it began (knownSince): its
+// real servers are not walked for departures here.
+func (r *Reconciler) addDraining(ctx context.Context, scope plan.Scope, full bool) {
+	draining := map[model.VSKey]bool{}
 	for ref := range r.drains {
 		scope.Keys[ref.VS] = struct{}{}
-		refresh[ref.VS] = true
-	}
-	have := r.obs.State().Services
-	for k := range scope.Keys {
-		if want, ok := r.desired.state.Services[k]; ok && hasDeparted(want, have[k]) {
-			refresh[k] = true
-		}
+		draining[ref.VS] = true
 	}
 	if full {
 		clear(r.countersRead) // the observe read them all
-		return nil
+		return
 	}
-	var behind map[model.VSKey]bool
-	for k := range refresh {
+	have := r.obs.State().Services
+	for k := range scope.Keys {
 		if large(have[k]) {
-			if behind == nil {
-				behind = map[model.VSKey]bool{}
-			}
-			behind[k] = true
 			continue
 		}
-		r.readCounters(ctx, k)
+		if want, ok := r.desired.state.Services[k]; draining[k] || (ok && hasDeparted(want, have[k])) {
+			r.readCounters(ctx, k, have[k])
+		}
 	}
-	return behind
 }
 
 // readBehind reads, after a sync's operations, the counters of the large
@@ -530,15 +521,15 @@ func (r *Reconciler) readBehind(ctx context.Context) {
 		}
 		seen[k] = true
 		if large(have[k]) && !r.readTooRecently(k, r.opt.Now()) {
-			r.readCounters(ctx, k)
+			r.readCounters(ctx, k, have[k])
 		}
 	}
 }
 
-// readCounters reads the connection counters of k into the cache, and
-// records the read of a large virtual server: when it began and what it
-// took.
-func (r *Reconciler) readCounters(ctx context.Context, k model.VSKey) {
+// readCounters reads the connection counters of k (holding have) into the
+// cache, and records the read of a large virtual server: when it began and
+// what it took.
+func (r *Reconciler) readCounters(ctx context.Context, k model.VSKey, have *model.Service) {
 	began := r.opt.Now()
 	conns, err := r.opt.Dataplane.Conns(ctx, k)
 	if err != nil {
@@ -546,7 +537,7 @@ func (r *Reconciler) readCounters(ctx context.Context, k model.VSKey) {
 		return
 	}
 	r.obs.NoteConns(k, conns)
-	if !large(r.obs.State().Services[k]) {
+	if !large(have) {
 		delete(r.countersRead, k)
 		return
 	}
@@ -584,17 +575,22 @@ func (r *Reconciler) readTooRecently(k model.VSKey, now time.Time) bool {
 	return ok && now.Sub(last.at) < readsShare*last.took
 }
 
-// knownSince gives the counters the cache holds, but those of a virtual
-// server in behind only if its last read began after the drain asking
-// (since): an older read was taken while the real server had its weight,
-// and new connections may have come since. The instants are the clock's:
-// the drain's is its sync's start, before that sync applies anything, the
-// read's is the clock's when it began, after it. Compared strictly, a
-// clock that has not moved between them makes the drain wait for a later
-// read, never trust an earlier one.
-func (r *Reconciler) knownSince(behind map[model.VSKey]bool) countersSince {
+// knownSince gives the counters the cache holds, but on an incremental
+// sync those of a large virtual server only if its last read began after
+// the drain asking (since): an older read was taken while the real server
+// had its weight, and new connections may have come since. The instants
+// are the clock's: the drain's is its sync's start, before that sync
+// applies anything, the read's is the clock's when it began, after it.
+// Compared strictly, a clock that has not moved between them makes the
+// drain wait for a later read, never trust an earlier one. A full sync's
+// counters are its observe's, read before any drain it decides.
+func (r *Reconciler) knownSince(full bool) countersSince {
+	if full {
+		return readNow(r.obs.Conn)
+	}
+	have := r.obs.State().Services
 	return func(ref dataplane.RealRef, since time.Time) (model.Conns, bool) {
-		if behind[ref.VS] {
+		if large(have[ref.VS]) {
 			if last, ok := r.countersRead[ref.VS]; !ok || !since.Before(last.at) {
 				return model.Conns{}, false
 			}
