@@ -42,6 +42,8 @@
 #                         (slices of 100), the kernel's lag and the CPU per endpoint change
 #                         measured, then deleted
 #   BENCH_ROLL_FOR        how long each rolling update goes on (default 60s)
+#   BENCH_ROLL_REST       after each read of the rolled Service, the guest waits this many
+#                         times the read's own time before the next (default 0: back to back)
 #   BENCH_TOOLS           default kube-proxy-ipvs,kube-proxy-nftables,kube-ipvs
 #   BENCH_KUBE_IPVS_REF   build kube-ipvs from this commit instead of the work tree, the
 #                         harness staying the work tree's: a before/after pair of runs
@@ -72,6 +74,7 @@ runs=${BENCH_RUNS:-3}
 sample=${BENCH_SAMPLE:-100}
 roll=${BENCH_ROLL-1000,10000}
 roll_for=${BENCH_ROLL_FOR:-60s}
+roll_rest=${BENCH_ROLL_REST:-0}
 idle_max=${BENCH_IDLE_MAX:-45m}
 cold_timeout=${BENCH_COLD_TIMEOUT:-15m}
 doc=${BENCH_DOC:-$root/docs/benchmarks.md}
@@ -154,7 +157,7 @@ for variant in "${vlist[@]}"; do
     if "$root/scripts/apiserver/run.sh" --timeout 120 -- "$work/bench-host" --root "$root" --bin "$work/bin" \
       --n "$n" --local-every "$every" --runs "$runs" --sample "$sample" --idle-max "$idle_max" --cold-timeout "$cold_timeout" --vm-timeout "${BENCH_VM_TIMEOUT:-12h}" --mem "${BENCH_VM_MEM:-2048}" \
       --changes "$(changes_for "$n")" --spacing "$spacing" --burst "$burst" --idle "$idle" \
-      --change-timeout "$change_timeout" --change-budget "$change_budget" --roll "$roll" --roll-for "$roll_for" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
+      --change-timeout "$change_timeout" --change-budget "$change_budget" --roll "$roll" --roll-for "$roll_for" --roll-rest "$roll_rest" --settle-limit "$settle_limit" --tools "$tools" --out "$out" "${adds[@]}" \
       --version-kube-ipvs "$version" --version-kube-proxy "$("$bin/kube-proxy" --version | awk '{print $2}')" \
       --version-apiserver "$("$bin/kube-apiserver" --version | awk '{print $2}')" \
       --version-nft "$(nft --version | awk '{print $2}')" | tee "$work/console-$n-$variant.log"; then
@@ -241,7 +244,11 @@ start, with one run per tool, a 60 s idle window and changes paced by when each 
   10 terminating (30 endpoint changes, the touched slices written at once). A step's lag
   is from the guest's request until the Service's destinations show all of it (new pods
   above weight 0, terminating and removed ones at 0 or gone); CPU per endpoint change
-  is over exactly the steps' period. The Service is deleted after.
+  is over exactly the steps' period. The guest reads the Service's destinations over
+  netlink back to back while a step is unseen, or with BENCH_ROLL_REST=f waits f times
+  each read's own time before the next: a read of 10,000 destinations holds the IPVS
+  lock for every datagram it fills and a CPU throughout, which the tool then lacks. A
+  step is timed at the end of the read that saw it. The Service is deleted after.
 - **kernel operations per change** (kube-ipvs only): the change series' delta of
   `kube_ipvs_operations_total`, divided by the changes.
 - **goals**: a table per variant, judged on its largest N's medians: goal, measure,

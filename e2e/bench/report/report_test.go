@@ -224,6 +224,25 @@ func TestSection(t *testing.T) {
 	}
 }
 
+// The load line says how the rolled Service was read: back to back, or
+// with the observer's rest; without rolling updates it says nothing of them.
+func TestSectionRollLoad(t *testing.T) {
+	r := boot(1000)
+	if s := Section([]result.Run{r}, "benchmarks/x.png", 0); strings.Contains(s, "the IPVS tools' rolling update") {
+		t.Errorf("no roll, yet the load line names one:\n%s", s)
+	}
+	r.RollSizes, r.RollFor = []int{1000, 10000}, 60
+	if s := Section([]result.Run{r}, "benchmarks/x.png", 0); !strings.Contains(s,
+		"; the IPVS tools' rolling update of 1k, 10k endpoints, 60 s each, its destinations read back to back.") {
+		t.Errorf("load line without the roll read back to back:\n%s", s)
+	}
+	r.RollRest = 1
+	if s := Section([]result.Run{r}, "benchmarks/x.png", 0); !strings.Contains(s,
+		"its destinations read with a rest of 1 × each read's time after it.") {
+		t.Errorf("load line without the observer's rest:\n%s", s)
+	}
+}
+
 // A kube-proxy that did not serve within the bound took at least the
 // bound: the goal divides that, says so, and a bound too short to show
 // the factor misses.

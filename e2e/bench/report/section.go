@@ -33,8 +33,8 @@ func Section(runs []result.Run, png string, wall time.Duration) string {
 		}
 		counts = append(counts, c)
 	}
-	fmt.Fprintf(&b, "- Load: N Services × %d endpoints (endpoints: %s); %d runs of every tool per boot, the order rotated; a sample of %d Services asked from a pod; changes at one every %.0f s (%s); a burst of %d concurrent changes; idle window at least %.0f s and two periods of whole reads; kube-proxy nftables mode's hourly full sync brought forward once at rest, last (its node's zone label changed), and spread over its hour at rest.\n",
-		first.EndpointsPerSvc, variantsOf(runs), max(first.RunsRequested, 1), first.SampleRequested, first.ChangeSpacing, strings.Join(counts, ", "), first.BurstRequested, first.IdleSeconds)
+	fmt.Fprintf(&b, "- Load: N Services × %d endpoints (endpoints: %s); %d runs of every tool per boot, the order rotated; a sample of %d Services asked from a pod; changes at one every %.0f s (%s); a burst of %d concurrent changes; idle window at least %.0f s and two periods of whole reads; kube-proxy nftables mode's hourly full sync brought forward once at rest, last (its node's zone label changed), and spread over its hour at rest%s.\n",
+		first.EndpointsPerSvc, variantsOf(runs), max(first.RunsRequested, 1), first.SampleRequested, first.ChangeSpacing, strings.Join(counts, ", "), first.BurstRequested, first.IdleSeconds, rollLoad(first))
 	var ns []string
 	for _, r := range runs {
 		ns = append(ns, fmt.Sprintf("N = %s, %s: %.0f s (fill %.0f s)", shortN(r.N), variant(r), r.WallSeconds, r.FillSeconds))
@@ -94,4 +94,17 @@ func variantsOf(runs []result.Run) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// rollLoad is the rolling updates' part of the load line: the sizes, how
+// long each went on, and how the observer read the rolled Service.
+func rollLoad(r result.Run) string {
+	if len(r.RollSizes) == 0 {
+		return ""
+	}
+	reads := "its destinations read back to back"
+	if r.RollRest > 0 {
+		reads = fmt.Sprintf("its destinations read with a rest of %g × each read's time after it", r.RollRest)
+	}
+	return fmt.Sprintf("; the IPVS tools' rolling update of %s endpoints, %.0f s each, %s", rollSizesText(r.RollSizes), r.RollFor, reads)
 }

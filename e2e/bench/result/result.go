@@ -46,6 +46,7 @@ type Run struct {
 	SampleRequested  int       `json:"sample_requested"`     // Services asked from a pod before serving counts
 	RollSizes        []int     `json:"roll_sizes,omitempty"` // the rolled Services' endpoints, each rolled in turn
 	RollFor          float64   `json:"roll_for_s,omitempty"` // how long each rolling update went on
+	RollRest         float64   `json:"roll_rest,omitempty"`  // the observer's wait after each read of the rolled Service, in reads
 	Tools            []Tool    `json:"tools"`                // in the order measured, every run
 	Notes            []string  `json:"notes,omitempty"`      // anything that went wrong around the tools
 	GuestKernel      string    `json:"guest_kernel"`         // uname -r in the VM

@@ -43,6 +43,7 @@ type settings struct {
 	godebug                                string        // BENCH_GODEBUG: the tools' GODEBUG (gctrace=1 logs every collection), likewise
 	rollSizes                              []int         // BENCH_ROLL: the rolled Services' sizes, in order
 	rollFor                                time.Duration // each rolling update's length
+	rollRest                               float64       // BENCH_ROLL_REST: the observer's rest after a read, in reads
 }
 
 func main() {
@@ -74,6 +75,13 @@ func load() (settings, error) {
 		}
 		return n
 	}
+	share := func(k string) float64 {
+		f, err := strconv.ParseFloat(os.Getenv(k), 64)
+		if err != nil || f < 0 {
+			errs = append(errs, fmt.Sprintf("%s: want a number of at least 0, got %q", k, os.Getenv(k)))
+		}
+		return f
+	}
 	s.ctl = os.Getenv("BENCH_CTL")
 	s.tools = strings.Split(os.Getenv("BENCH_TOOLS"), ",")
 	s.node = os.Getenv("BENCH_NODE")
@@ -99,7 +107,7 @@ func load() (settings, error) {
 		s.rollSizes = append(s.rollSizes, n)
 	}
 	if len(s.rollSizes) > 0 {
-		s.rollFor = dur("BENCH_ROLL_FOR")
+		s.rollFor, s.rollRest = dur("BENCH_ROLL_FOR"), share("BENCH_ROLL_REST")
 	}
 	if len(errs) > 0 {
 		return s, fmt.Errorf("settings from bench-host: %s", strings.Join(errs, "; "))

@@ -87,6 +87,7 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 	series := time.Now()
 	var wait []pendingStep
 	var polls []float64
+	var nextRead time.Time // the observer rests until then (s.rollRest)
 	cpuTaken := false
 	end := series.Add(time.Duration(want) * rollInterval)
 	for {
@@ -114,7 +115,7 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 		if !issuing && cpuTaken && len(wait) == 0 {
 			break
 		}
-		if len(wait) > 0 {
+		if len(wait) > 0 && !now.Before(nextRead) {
 			r0 := time.Now()
 			reals, err := o.reals(ro.VIP)
 			if err != nil {
@@ -123,6 +124,7 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 			at := time.Now()
 			polls = append(polls, at.Sub(r0).Seconds()*1000)
 			wait = seenSteps(r, wait, reals, at, s.changeTimeout)
+			nextRead = restUntil(r0, at, s.rollRest)
 		}
 		// Until the next step is due, or, all asked, the steps' period
 		// ends; after it, the reads are spaced as the single changes' are.
@@ -137,6 +139,17 @@ func steps(r *result.Roll, s settings, o *ipvsObserver, pid int, ro protocol.Rol
 		r.PollMs = polls[len(polls)/2]
 	}
 	return nil
+}
+
+// restUntil is when the observer may read the rolled Service again after
+// a read from start to end: rest times the read's own time later. A read
+// of a large Service holds the kernel's IPVS lock for every datagram it
+// fills and a CPU for all of it, so reads back to back (rest 0) take a
+// share of the machine the tool under test then lacks; a rest of 1 holds
+// the observer to about half of one CPU, at the cost of seeing a step up to
+// one more read's time late.
+func restUntil(start, end time.Time, rest float64) time.Time {
+	return end.Add(time.Duration(rest * float64(end.Sub(start))))
 }
 
 // seen records the steps the kernel shows at time at, and those waited

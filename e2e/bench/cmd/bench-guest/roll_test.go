@@ -41,3 +41,18 @@ func TestRollStepsSeen(t *testing.T) {
 		t.Errorf("lags %v, timeouts %d, left %v", r.Lags, r.Timeouts, left)
 	}
 }
+
+// The observer reads again at once without a rest, and after rest times the
+// read's own time with one.
+func TestRestUntil(t *testing.T) {
+	start := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	end := start.Add(400 * time.Millisecond)
+	for _, tc := range []struct {
+		rest float64
+		want time.Duration // after end
+	}{{0, 0}, {1, 400 * time.Millisecond}, {0.5, 200 * time.Millisecond}, {3, 1200 * time.Millisecond}} {
+		if got := restUntil(start, end, tc.rest).Sub(end); got != tc.want {
+			t.Errorf("rest %v: next read %v after the last ended, want %v", tc.rest, got, tc.want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ type options struct {
 	burstTimeout, vmTimeout             time.Duration
 	changeBudget, settleLimit           time.Duration
 	rollFor                             time.Duration
+	rollRest                            float64
 	roll, tools, out, root, binDir      string
 	adds                                multiFlag
 	versions                            result.Versions
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.idleMax, "idle-max", 45*time.Minute, "the idle window's bound when two drift periods are longer")
 	flag.StringVar(&o.roll, "roll", "", "sizes of the Services rolled, one after the other, comma-separated (\"\": none)")
 	flag.DurationVar(&o.rollFor, "roll-for", time.Minute, "how long each rolling update goes on, at 100 pods a second")
+	flag.Float64Var(&o.rollRest, "roll-rest", 0, "after each read of the rolled Service the observer waits this many times the read's own time (0: reads back to back)")
 	flag.IntVar(&o.burst, "burst", 1000, "changes in the concurrent burst (at most N)")
 	flag.DurationVar(&o.idle, "idle", 60*time.Second, "idle CPU window")
 	flag.DurationVar(&o.changeTimeout, "change-timeout", 60*time.Second, "a single change not seen by then counts as a timeout")
@@ -90,6 +92,10 @@ func main() {
 	flag.Parse()
 	if o.out == "" || o.binDir == "" {
 		fmt.Fprintln(os.Stderr, "bench-host: --out and --bin are required")
+		os.Exit(2)
+	}
+	if o.rollRest < 0 {
+		fmt.Fprintln(os.Stderr, "bench-host: --roll-rest: want at least 0")
 		os.Exit(2)
 	}
 	if o.burst > o.n {
@@ -116,7 +122,7 @@ func run(o options) error {
 		return err
 	}
 	if len(sizes) > 0 {
-		rec.RollSizes, rec.RollFor = sizes, o.rollFor.Seconds()
+		rec.RollSizes, rec.RollFor, rec.RollRest = sizes, o.rollFor.Seconds(), o.rollRest
 	}
 	kubeconfig := os.Getenv("KUBE_IPVS_ADMIN_KUBECONFIG")
 	apiPort := os.Getenv("KUBE_IPVS_APISERVER_PORT")
@@ -260,6 +266,7 @@ func bootVM(ctx context.Context, o options, apiPort string, ctlPort int, kubecon
 		"BENCH_IDLE_MAX":       o.idleMax.String(),
 		"BENCH_ROLL":           o.roll,
 		"BENCH_ROLL_FOR":       o.rollFor.String(),
+		"BENCH_ROLL_REST":      fmt.Sprint(o.rollRest),
 		"BENCH_EXTRA_FLAGS":    os.Getenv("BENCH_EXTRA_FLAGS"),
 		"BENCH_LOG_LINES":      os.Getenv("BENCH_LOG_LINES"),
 		"BENCH_GODEBUG":        os.Getenv("BENCH_GODEBUG"),
