@@ -714,8 +714,10 @@ func TestIPSetNamesOnce(t *testing.T) {
 // such a read saw no rule without its set.
 func setGoneWhileSaving(err error) bool {
 	var exit *exec.ExitError
-	return errors.As(err, &exit) && regexp.MustCompile(`Set with index \d+ in kernel doesn't exist`).Match(exit.Stderr)
+	return errors.As(err, &exit) && setGoneMessage.Match(exit.Stderr)
 }
+
+var setGoneMessage = regexp.MustCompile(`Set with index \d+ in kernel doesn't exist`)
 
 // readAlong reads over and over on another goroutine, while the test
 // changes what is read, until the returned stop is called; read says what
